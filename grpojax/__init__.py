@@ -1,0 +1,17 @@
+"""grpojax: GRPO training dynamics as a stochastically forced damped oscillator, in JAX.
+
+Subpackages (import what you need; nothing heavy is imported here):
+
+- :mod:`grpojax.dynamics` -- closed forms, reward-curve laws, exact discrete stability
+- :mod:`grpojax.sde` -- diffrax integration and the exact linear-SDE transition
+- :mod:`grpojax.bandit` -- softmax-bandit GRPO and its exact mean field
+- :mod:`grpojax.sweep` -- vmapped, sharded sweeps and phase diagrams
+- :mod:`grpojax.fit` -- least squares, numpyro posteriors, forecasts
+- :mod:`grpojax.logs` -- readers into the canonical run log
+- :mod:`grpojax.diagnose` -- failure-mode detectors
+- :mod:`grpojax.llm` -- Flax NNX decoder and GRPO trainer
+- :mod:`grpojax.plot` -- matplotlib figures
+"""
+
+__version__ = "0.1.0"
+__all__ = ["__version__"]

@@ -1,0 +1,33 @@
+"""Test configuration: float64 for numerics, reproducible keys, real-log fixtures.
+
+x64 is enabled for the whole test session (never by the library at import time). Library code
+must therefore be explicit about dtypes where it wants float32/bf16.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+REAL_LOGS = REPO.parent / "shared" / "real-logs"
+
+
+@pytest.fixture(scope="session")
+def real_logs() -> pathlib.Path:
+    """Folder of the four real GRPO logs; tests using it skip when the folder is absent."""
+    if not REAL_LOGS.is_dir():
+        pytest.skip("../shared/real-logs is absent (a user's clone has no shared folder)")
+    return REAL_LOGS
+
+
+@pytest.fixture
+def key():
+    return jax.random.key(0)
