@@ -1,0 +1,76 @@
+"""Closed forms, reward-curve laws and exact discrete stability of the GRPO oscillator (DESIGN.md §1–2)."""
+
+from grpojax.dynamics._expm2 import expm2
+from grpojax.dynamics._laws import LAWS, Exponential, RewardLaw, Sigmoid, ThreePhase, get_law
+from grpojax.dynamics._params import (
+    CRITICAL,
+    OVERDAMPED,
+    REGIMES,
+    UNDERDAMPED,
+    UNSTABLE,
+    OscillatorParams,
+    damping_ratio,
+    from_hyperparams,
+    lag_tau,
+    natural_frequency,
+    regime,
+    regime_name,
+    stationary_variance,
+)
+from grpojax.dynamics._stability import (
+    companion_constant,
+    dominant_root,
+    exact_critical_a,
+    exact_critical_eta,
+    exact_oscillatory_a,
+    spectral_radius_constant,
+    spectral_radius_periodic,
+)
+from grpojax.dynamics._thresholds import critical_eta, critical_k_ref, oscillatory_k_ref
+from grpojax.dynamics._trajectory import (
+    drift_matrix,
+    mean_reward,
+    response_from_rest,
+    state_trajectory,
+    trajectory,
+    transition_matrix,
+)
+
+__all__ = [
+    "CRITICAL",
+    "LAWS",
+    "Exponential",
+    "RewardLaw",
+    "Sigmoid",
+    "ThreePhase",
+    "get_law",
+    "OVERDAMPED",
+    "REGIMES",
+    "UNDERDAMPED",
+    "UNSTABLE",
+    "OscillatorParams",
+    "companion_constant",
+    "critical_eta",
+    "critical_k_ref",
+    "damping_ratio",
+    "dominant_root",
+    "drift_matrix",
+    "exact_critical_a",
+    "exact_critical_eta",
+    "exact_oscillatory_a",
+    "expm2",
+    "from_hyperparams",
+    "lag_tau",
+    "mean_reward",
+    "natural_frequency",
+    "oscillatory_k_ref",
+    "regime",
+    "regime_name",
+    "response_from_rest",
+    "spectral_radius_constant",
+    "spectral_radius_periodic",
+    "state_trajectory",
+    "stationary_variance",
+    "trajectory",
+    "transition_matrix",
+]

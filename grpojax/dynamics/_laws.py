@@ -1,0 +1,164 @@
+"""Reward-curve laws behind one interface (DESIGN.md §2).
+
+Each law is an ``eqx.Module`` whose fields are its parameters (scalars or batched arrays), with
+
+- ``law(t)``: the curve at steps ``t`` (broadcast; differentiable; vmappable);
+- ``param_names`` and ``bounds`` (class attributes): names and (lower, upper) limits used for fitting;
+- ``to_unconstrained()`` / ``from_unconstrained(u)``: a bijection onto R^k through the bounds
+  (log for one-sided bounds, scaled logistic for two-sided ones, identity for none), so that an
+  unconstrained optimizer or sampler can never leave the valid region;
+- ``to_vector()`` / ``from_vector(v)``: the parameters stacked on the last axis, in ``param_names`` order.
+
+Laws:
+    exponential   R(t) = R∞ − (R∞ − R₀) e^{−t/T}
+    three_phase   R(t) = R∞ − (R∞ − R₀) φ(t; ω₀, ζ),  φ the oscillator-from-rest response (zero slope at 0)
+    sigmoid       R(t) = R₀ + (A − R₀) / (1 + (t_mid/t)^B)            (ScaleRL, Khatri et al. 2025)
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike
+
+from grpojax.dynamics._expm2 import expm2_coefficients
+
+_INF = float("inf")
+
+
+def _forward(u: Array, lo: float, hi: float) -> Array:
+    if lo == -_INF and hi == _INF:
+        return u
+    if hi == _INF:
+        return lo + jnp.exp(u)
+    if lo == -_INF:
+        return hi - jnp.exp(u)
+    return lo + (hi - lo) * jax.nn.sigmoid(u)
+
+
+def _inverse(x: Array, lo: float, hi: float) -> Array:
+    if lo == -_INF and hi == _INF:
+        return x
+    if hi == _INF:
+        return jnp.log(x - lo)
+    if lo == -_INF:
+        return jnp.log(hi - x)
+    y = (x - lo) / (hi - lo)
+    return jnp.log(y) - jnp.log1p(-y)
+
+
+class RewardLaw(eqx.Module):
+    """Base class: parameters are the dataclass fields, in ``param_names`` order."""
+
+    param_names: ClassVar[tuple[str, ...]] = ()
+    bounds: ClassVar[tuple[tuple[float, float], ...]] = ()
+    name: ClassVar[str] = ""
+
+    def __call__(self, t: ArrayLike) -> Array:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def to_vector(self) -> Array:
+        """Parameters stacked on the last axis, shape ``(..., k)``."""
+        return jnp.stack(jnp.broadcast_arrays(*(getattr(self, n) * 1.0 for n in self.param_names)), axis=-1)
+
+    @classmethod
+    def from_vector(cls, v: ArrayLike):
+        v = jnp.asarray(v)
+        return cls(*(v[..., i] for i in range(len(cls.param_names))))
+
+    def to_unconstrained(self) -> Array:
+        v = self.to_vector()
+        return jnp.stack([_inverse(v[..., i], lo, hi) for i, (lo, hi) in enumerate(self.bounds)], axis=-1)
+
+    @classmethod
+    def from_unconstrained(cls, u: ArrayLike):
+        u = jnp.asarray(u)
+        return cls(*(_forward(u[..., i], lo, hi) for i, (lo, hi) in enumerate(cls.bounds)))
+
+    @property
+    def num_params(self) -> int:
+        return len(self.param_names)
+
+
+class Exponential(RewardLaw):
+    """R(t) = R∞ − (R∞ − R₀) e^{−t/T} (the saturation law; the M → 0 limit of the oscillator)."""
+
+    r0: Array
+    r_inf: Array
+    T: Array
+    param_names: ClassVar[tuple[str, ...]] = ("r0", "r_inf", "T")
+    bounds: ClassVar[tuple[tuple[float, float], ...]] = ((-_INF, _INF), (-_INF, _INF), (0.0, _INF))
+    name: ClassVar[str] = "exponential"
+
+    def __init__(self, r0, r_inf, T):
+        self.r0, self.r_inf, self.T = jnp.asarray(r0), jnp.asarray(r_inf), jnp.asarray(T)
+
+    def __call__(self, t: ArrayLike) -> Array:
+        return self.r_inf - (self.r_inf - self.r0) * jnp.exp(-jnp.asarray(t) / self.T)
+
+
+class ThreePhase(RewardLaw):
+    """R(t) = R∞ − (R∞ − R₀) φ(t; ω₀, ζ): slow start (zero initial slope), rise, plateau.
+
+    φ solves φ'' + 2ζω₀ φ' + ω₀² φ = 0 from rest (φ(0) = 1, φ'(0) = 0); ω₀² = K_eff/M and 2ζω₀ = C/M.
+    ζ < 0 (negative damping) is allowed so that an unstable run can be represented.
+    """
+
+    r0: Array
+    r_inf: Array
+    omega0: Array
+    zeta: Array
+    param_names: ClassVar[tuple[str, ...]] = ("r0", "r_inf", "omega0", "zeta")
+    bounds: ClassVar[tuple[tuple[float, float], ...]] = ((-_INF, _INF), (-_INF, _INF), (0.0, _INF), (-1.0, 50.0))
+    name: ClassVar[str] = "three_phase"
+
+    def __init__(self, r0, r_inf, omega0, zeta):
+        self.r0, self.r_inf = jnp.asarray(r0), jnp.asarray(r_inf)
+        self.omega0, self.zeta = jnp.asarray(omega0), jnp.asarray(zeta)
+
+    def response(self, t: ArrayLike) -> Array:
+        """φ(t) from rest."""
+        s = -self.zeta * self.omega0
+        c, sig = expm2_coefficients(s, self.omega0**2, jnp.asarray(t))
+        return c - sig * s
+
+    def __call__(self, t: ArrayLike) -> Array:
+        return self.r_inf - (self.r_inf - self.r0) * self.response(t)
+
+
+class Sigmoid(RewardLaw):
+    """R(t) = R₀ + (A − R₀) / (1 + (t_mid/t)^B) for t > 0 (R₀ at t = 0); ScaleRL's compute law in steps."""
+
+    r0: Array
+    A: Array
+    t_mid: Array
+    B: Array
+    param_names: ClassVar[tuple[str, ...]] = ("r0", "A", "t_mid", "B")
+    bounds: ClassVar[tuple[tuple[float, float], ...]] = ((-_INF, _INF), (-_INF, _INF), (0.0, _INF), (0.0, _INF))
+    name: ClassVar[str] = "sigmoid"
+
+    def __init__(self, r0, A, t_mid, B):
+        self.r0, self.A = jnp.asarray(r0), jnp.asarray(A)
+        self.t_mid, self.B = jnp.asarray(t_mid), jnp.asarray(B)
+
+    def __call__(self, t: ArrayLike) -> Array:
+        t = jnp.asarray(t) * 1.0
+        pos = t > 0
+        ts = jnp.where(pos, t, 1.0)
+        # 1/(1 + (t_mid/t)^B) = sigmoid(B (log t − log t_mid)), stable for all magnitudes
+        frac = jax.nn.sigmoid(self.B * (jnp.log(ts) - jnp.log(self.t_mid)))
+        return jnp.where(pos, self.r0 + (self.A - self.r0) * frac, self.r0 + 0.0 * frac)
+
+
+LAWS: dict[str, type[RewardLaw]] = {"exponential": Exponential, "three_phase": ThreePhase, "sigmoid": Sigmoid}
+"""Registry of the reward-curve laws by name."""
+
+
+def get_law(name: str) -> type[RewardLaw]:
+    """Look a law up by name; ``ValueError`` listing the known names otherwise."""
+    if name not in LAWS:
+        raise ValueError(f"unknown law {name!r}; expected one of {sorted(LAWS)}")
+    return LAWS[name]

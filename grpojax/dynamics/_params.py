@@ -1,0 +1,152 @@
+"""The stochastically forced damped oscillator of DESIGN.md §1 and its closed-form characteristics.
+
+    M ë + C ė + K_eff e = sqrt(D/G) ξ(t),      e = p − p*
+
+    M     = (1 + μ)/2 + η K_d τ² / 2
+    C     = (1 − μ) − η K_d τ
+    K_eff = η (K_0 + K_d)
+    D     = η² σ²
+
+with τ = K_ref for a constant lag and τ = (K_ref − 1)/2 for periodic refresh. Every function here is
+elementwise on broadcastable arrays, so it vectorises over parameter grids without ``vmap``.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike
+
+from grpojax.dynamics._checks import check, check_hyperparams, check_lag
+
+REGIMES: tuple[str, ...] = ("overdamped", "critical", "underdamped", "unstable")
+"""Names of the integer regime codes returned by :func:`regime`."""
+
+OVERDAMPED, CRITICAL, UNDERDAMPED, UNSTABLE = range(4)
+
+
+class OscillatorParams(eqx.Module):
+    """Parameters of ``M ë + C ė + K_eff e = sqrt(D/G) ξ`` around the plateau ``p_star``.
+
+    Attributes:
+        M: inertia (mass), shape ``(...)``.
+        C: damping.
+        K_eff: effective stiffness ``η (K_0 + K_d)``.
+        p_star: plateau (stable fixed point of the mean update) in reward units.
+        D: noise intensity per unit group size; the forcing has variance ``D/G`` per step.
+    """
+
+    M: Array
+    C: Array
+    K_eff: Array
+    p_star: Array
+    D: Array
+
+    def __init__(self, M: ArrayLike, C: ArrayLike, K_eff: ArrayLike, p_star: ArrayLike = 0.0, D: ArrayLike = 0.0):
+        check("M", M, lambda a: a > 0, "> 0 (inertia)")
+        check("C", C, lambda a: a == a, "finite")
+        check("K_eff", K_eff, lambda a: a == a, "finite")
+        check("p_star", p_star, lambda a: a == a, "finite")
+        check("D", D, lambda a: a >= 0, ">= 0 (noise intensity)")
+        self.M = jnp.asarray(M)
+        self.C = jnp.asarray(C)
+        self.K_eff = jnp.asarray(K_eff)
+        self.p_star = jnp.asarray(p_star)
+        self.D = jnp.asarray(D)
+
+
+def lag_tau(k_ref: ArrayLike, lag: str = "constant") -> Array:
+    """Effective lag τ of the behaviour policy: ``K_ref`` (constant) or ``(K_ref − 1)/2`` (periodic)."""
+    check_lag(lag)
+    check_hyperparams(k_ref=k_ref)
+    k_ref = jnp.asarray(k_ref)
+    return k_ref * 1.0 if lag == "constant" else (k_ref - 1.0) / 2.0
+
+
+def from_hyperparams(
+    eta: ArrayLike,
+    mu: ArrayLike,
+    k_ref: ArrayLike,
+    curvature: ArrayLike,
+    *,
+    lag: str = "constant",
+    k_instant: ArrayLike = 0.0,
+    noise: ArrayLike = 0.0,
+    p_star: ArrayLike = 0.0,
+) -> OscillatorParams:
+    """Oscillator parameters from the optimizer hyperparameters (DESIGN.md §1).
+
+    Args:
+        eta: learning rate η > 0.
+        mu: heavy-ball momentum μ ∈ [0, 1).
+        k_ref: refresh interval K_ref ≥ 1 (optimizer steps).
+        curvature: stale stiffness K_d (the curvature of the part of the drift computed on stale samples).
+        lag: ``"constant"`` (always K_ref steps stale) or ``"periodic"`` (snapshot refreshed every K_ref steps).
+        k_instant: instant stiffness K_0 (e.g. an exact KL anchor), default 0.
+        noise: per-sample gradient noise variance σ²; ``D = η² σ²``.
+        p_star: plateau.
+
+    Returns:
+        :class:`OscillatorParams` broadcast over the inputs.
+
+    Raises:
+        ValueError: on η ≤ 0, μ ∉ [0, 1), K_ref < 1, an unknown ``lag`` or non-finite values.
+
+    Example:
+        >>> p = from_hyperparams(0.25, 0.5, 4, 0.5)
+        >>> float(p.C)  # (1 − μ) − η K_d K_ref
+        0.0
+    """
+    check_lag(lag)
+    check_hyperparams(eta=eta, mu=mu, k_ref=k_ref, curvature=curvature, k_instant=k_instant)
+    check("noise", noise, lambda a: a >= 0, ">= 0 (gradient noise variance)")
+    check("p_star", p_star, lambda a: a == a, "finite")
+    eta, mu, kd, k0 = (jnp.asarray(x) * 1.0 for x in (eta, mu, curvature, k_instant))
+    tau = lag_tau(k_ref, lag)
+    a = eta * kd
+    M = (1.0 + mu) / 2.0 + a * tau**2 / 2.0
+    C = (1.0 - mu) - a * tau
+    K_eff = eta * (k0 + kd)
+    D = eta**2 * jnp.asarray(noise)
+    return OscillatorParams(M, C, K_eff, jnp.asarray(p_star) * 1.0, D)
+
+
+def natural_frequency(p: OscillatorParams) -> Array:
+    """ω₀ = sqrt(K_eff / M) in radians per step (NaN-free: 0 for K_eff ≤ 0)."""
+    return jnp.sqrt(jnp.maximum(p.K_eff, 0.0) / p.M)
+
+
+def damping_ratio(p: OscillatorParams) -> Array:
+    """ζ = C / (2 sqrt(M K_eff)); ``+inf``·sign(C) when K_eff ≤ 0 (no restoring force)."""
+    denom = 2.0 * jnp.sqrt(jnp.maximum(p.M * p.K_eff, 0.0))
+    safe = jnp.where(denom > 0, denom, 1.0)
+    return jnp.where(denom > 0, p.C / safe, jnp.sign(p.C) * jnp.inf)
+
+
+def regime(p: OscillatorParams, *, rtol: float = 1e-9) -> Array:
+    """Integer regime code per parameter set; names in :data:`REGIMES`.
+
+    ``unstable`` when C ≤ 0 or K_eff ≤ 0; ``critical`` when |ζ − 1| ≤ rtol; else over/underdamped.
+    """
+    z = damping_ratio(p)
+    code = jnp.where(z > 1.0, OVERDAMPED, UNDERDAMPED)
+    code = jnp.where(jnp.abs(z - 1.0) <= rtol, CRITICAL, code)
+    return jnp.where((p.C <= 0) | (p.K_eff <= 0), UNSTABLE, code)
+
+
+def regime_name(code) -> str | list:
+    """Name(s) of regime code(s) returned by :func:`regime`."""
+    import numpy as np
+
+    arr = np.asarray(code)
+    if arr.ndim == 0:
+        return REGIMES[int(arr)]
+    return [regime_name(c) for c in arr]
+
+
+def stationary_variance(p: OscillatorParams, group_size: ArrayLike = 1) -> Array:
+    """Stationary Var(e) = D / (2 G C K_eff); ``+inf`` when the fixed point is unstable."""
+    check("group_size", group_size, lambda a: a >= 1, ">= 1")
+    denom = 2.0 * jnp.asarray(group_size) * p.C * p.K_eff
+    stable = (p.C > 0) & (p.K_eff > 0)
+    return jnp.where(stable, p.D / jnp.where(stable, denom, 1.0), jnp.inf)

@@ -1,0 +1,72 @@
+"""Closed-form thresholds of the continuous oscillator (DESIGN.md §1).
+
+Stability is lost when the damping vanishes, C = 0 ⇔ η K_d τ = 1 − μ (the paper's K η K_ref = 1 − μ for a
+constant lag). The overdamped → oscillatory transition is ζ = 1, i.e. C² = 4 M K_eff, a quadratic in τ.
+These are approximations of the discrete dynamics; the exact answers are in ``_stability.py``.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike
+
+from grpojax.dynamics._checks import check_hyperparams, check_lag
+
+
+def _k_ref_from_tau(tau: Array, lag: str) -> Array:
+    return tau if lag == "constant" else 2.0 * tau + 1.0
+
+
+def _tau_from_k_ref(k_ref: Array, lag: str) -> Array:
+    return k_ref * 1.0 if lag == "constant" else (k_ref - 1.0) / 2.0
+
+
+def critical_k_ref(
+    eta: ArrayLike, mu: ArrayLike, curvature: ArrayLike, *, lag: str = "constant", k_instant: ArrayLike = 0.0
+) -> Array:
+    """K_ref at which the closed-form damping C vanishes: τ* = (1 − μ)/(η K_d).
+
+    ``k_instant`` does not enter C (it only stiffens the oscillator); it is accepted for a uniform signature.
+    Returns ``+inf`` when K_d ≤ 0 (the lag never destabilises).
+    """
+    check_lag(lag)
+    check_hyperparams(eta=eta, mu=mu, curvature=curvature, k_instant=k_instant)
+    a = jnp.asarray(eta) * jnp.asarray(curvature)
+    tau = jnp.where(a > 0, (1.0 - jnp.asarray(mu)) / jnp.where(a > 0, a, 1.0), jnp.inf)
+    return _k_ref_from_tau(tau, lag)
+
+
+def critical_eta(
+    mu: ArrayLike, k_ref: ArrayLike, curvature: ArrayLike, *, lag: str = "constant", k_instant: ArrayLike = 0.0
+) -> Array:
+    """Learning rate at which the closed-form damping vanishes: η* = (1 − μ)/(K_d τ); ``+inf`` when τ K_d ≤ 0."""
+    check_lag(lag)
+    check_hyperparams(mu=mu, k_ref=k_ref, curvature=curvature, k_instant=k_instant)
+    denom = jnp.asarray(curvature) * _tau_from_k_ref(jnp.asarray(k_ref), lag)
+    return jnp.where(denom > 0, (1.0 - jnp.asarray(mu)) / jnp.where(denom > 0, denom, 1.0), jnp.inf)
+
+
+def oscillatory_k_ref(
+    eta: ArrayLike, mu: ArrayLike, curvature: ArrayLike, *, lag: str = "constant", k_instant: ArrayLike = 0.0
+) -> Array:
+    """K_ref at which the closed-form oscillator turns underdamped (ζ = 1).
+
+    With a = η K_d and b = η (K_0 + K_d), ζ = 1 reads (1 − μ − a τ)² = 2 b ((1 + μ) + a τ²), i.e.
+    a (a − 2b) τ² − 2 a (1 − μ) τ + (1 − μ)² − 2 b (1 + μ) = 0. ζ decreases in τ on [0, τ*], so the
+    positive root is unique. Returns the smallest admissible K_ref (1 for periodic, 0 for constant) when
+    the oscillator is underdamped even without lag, and ``+inf`` when a ≤ 0.
+    """
+    check_lag(lag)
+    check_hyperparams(eta=eta, mu=mu, curvature=curvature, k_instant=k_instant)
+    eta, mu = jnp.asarray(eta) * 1.0, jnp.asarray(mu) * 1.0
+    a = eta * jnp.asarray(curvature)
+    b = eta * (jnp.asarray(curvature) + jnp.asarray(k_instant))
+    qa = a * (a - 2.0 * b)
+    qb = -2.0 * a * (1.0 - mu)
+    qc = (1.0 - mu) ** 2 - 2.0 * b * (1.0 + mu)
+    disc = jnp.maximum(qb**2 - 4.0 * qa * qc, 0.0)
+    safe_qa = jnp.where(qa < 0, qa, -1.0)
+    tau = (-qb - jnp.sqrt(disc)) / (2.0 * safe_qa)
+    tau = jnp.where(qc <= 0, 0.0, tau)
+    tau = jnp.where(a > 0, tau, jnp.inf)
+    return _k_ref_from_tau(tau, lag)

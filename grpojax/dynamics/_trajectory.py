@@ -1,0 +1,67 @@
+"""Deterministic trajectory of the oscillator from rest (the slow start, DESIGN.md §1).
+
+State x = (e, ė) obeys ẋ = F x with F = [[0, 1], [−K_eff/M, −C/M]]. From rest, x(0) = (e₀, 0):
+
+    e(t) = e₀ φ(t),   φ(t) = [exp(F t)]₀₀ = e₀ [λ₂ e^{−λ₁ t} − λ₁ e^{−λ₂ t}] / (λ₂ − λ₁)
+
+evaluated through the closed-form 2×2 matrix exponential (smooth and differentiable through ζ = 1, valid
+in every regime). As M → 0 it tends to e₀ exp(−K_eff t / C).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike
+
+from grpojax.dynamics._checks import check
+from grpojax.dynamics._expm2 import expm2, expm2_coefficients
+from grpojax.dynamics._params import OscillatorParams
+
+
+def drift_matrix(p: OscillatorParams) -> Array:
+    """F = [[0, 1], [−K_eff/M, −C/M]], shape ``(..., 2, 2)``."""
+    M, C, K = jnp.broadcast_arrays(p.M * 1.0, p.C * 1.0, p.K_eff * 1.0)
+    zero, one = jnp.zeros_like(M), jnp.ones_like(M)
+    row0 = jnp.stack([zero, one], axis=-1)
+    row1 = jnp.stack([-K / M, -C / M], axis=-1)
+    return jnp.stack([row0, row1], axis=-2)
+
+
+def transition_matrix(p: OscillatorParams, dt: ArrayLike) -> Array:
+    """exp(F Δt), the deterministic state transition over ``dt`` steps, shape ``(..., 2, 2)``."""
+    check("dt", dt, lambda a: a >= 0, ">= 0")
+    return expm2(drift_matrix(p), jnp.asarray(dt))
+
+
+def response_from_rest(p: OscillatorParams, t: ArrayLike) -> Array:
+    """φ(t) = e(t)/e₀ from rest: 1 at t = 0 with zero slope; broadcast over ``p`` and ``t``."""
+    s = -p.C / (2.0 * p.M)
+    d = p.K_eff / p.M
+    c, sig = expm2_coefficients(s, d, jnp.asarray(t))
+    # [exp(Ft)]₀₀ = e^{st} (c + σ (F₀₀ − s)) with F₀₀ = 0
+    return c - sig * s
+
+
+def trajectory(p: OscillatorParams, t: ArrayLike, *, e0: ArrayLike = 1.0) -> Array:
+    """Deviation e(t) from the plateau, starting at rest at ``e0``; broadcast over ``p``, ``t``, ``e0``.
+
+    Example:
+        >>> from grpojax.dynamics import from_hyperparams
+        >>> p = from_hyperparams(0.1, 0.9, 1, 0.2)
+        >>> round(float(trajectory(p, 0.0, e0=-0.5)), 6)
+        -0.5
+    """
+    check("t", t, lambda a: a >= 0, ">= 0 (steps since the start)")
+    return jnp.asarray(e0) * response_from_rest(p, t)
+
+
+def state_trajectory(p: OscillatorParams, t: ArrayLike, x0: ArrayLike) -> Array:
+    """Full state (e, ė)(t) = exp(F t) x0 for an arbitrary initial state ``x0`` of shape ``(..., 2)``."""
+    check("t", t, lambda a: a >= 0, ">= 0 (steps since the start)")
+    Phi = transition_matrix(p, jnp.asarray(t))
+    return jnp.einsum("...ij,...j->...i", Phi, jnp.asarray(x0) * 1.0)
+
+
+def mean_reward(p: OscillatorParams, t: ArrayLike, p0: ArrayLike) -> Array:
+    """Expected reward p(t) = p* + (p0 − p*) φ(t) for a run that starts at rest at ``p0``."""
+    return p.p_star + (jnp.asarray(p0) - p.p_star) * response_from_rest(p, t)
