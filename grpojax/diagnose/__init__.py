@@ -1,0 +1,56 @@
+"""Failure-mode diagnostics from GRPO run logs (DESIGN.md §5).
+
+Four detectors -- reward hacking, advantage degeneracy, policy concentration, dynamical instability --
+and a mean-field validity check, each returning a :class:`ModeResult` (verdict, severity, evidence,
+figure panel). Thresholds live in :class:`DiagnoseConfig` (documented and justified there).
+
+Example:
+    >>> import numpy as np
+    >>> from grpojax.diagnose import diagnose
+    >>> t = np.arange(200.0)
+    >>> d = diagnose({"reward_mean": 1 - np.exp(-t / 30), "frac_zero_std": np.full(200, 0.9)},
+    ...              validity=False)
+    >>> d["advantage_degeneracy"].verdict
+    'detected'
+"""
+
+from grpojax.diagnose._concentration import detect_policy_concentration
+from grpojax.diagnose._config import DEFAULT_CONFIG, DiagnoseConfig
+from grpojax.diagnose._degeneracy import detect_advantage_degeneracy
+from grpojax.diagnose._diagnose import diagnose, p_unstable_from_fit
+from grpojax.diagnose._hacking import detect_reward_hacking
+from grpojax.diagnose._instability import detect_dynamical_instability
+from grpojax.diagnose._series import Run, as_run
+from grpojax.diagnose._types import (
+    MODES,
+    VALIDITY,
+    VALIDITY_VERDICTS,
+    VERDICTS,
+    Diagnosis,
+    Evidence,
+    ModeResult,
+    severity_level,
+)
+from grpojax.diagnose._validity import check_mean_field_validity
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "MODES",
+    "VALIDITY",
+    "VALIDITY_VERDICTS",
+    "VERDICTS",
+    "Diagnosis",
+    "DiagnoseConfig",
+    "Evidence",
+    "ModeResult",
+    "Run",
+    "as_run",
+    "check_mean_field_validity",
+    "detect_advantage_degeneracy",
+    "detect_dynamical_instability",
+    "detect_policy_concentration",
+    "detect_reward_hacking",
+    "diagnose",
+    "p_unstable_from_fit",
+    "severity_level",
+]

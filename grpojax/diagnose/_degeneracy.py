@@ -1,0 +1,85 @@
+"""Advantage degeneracy: the within-group reward variance collapses.
+
+When every answer in a group gets the same reward, the group-normalised advantage is 0/0 (GRPO sets it
+to 0) and the group contributes no gradient. Symptoms in a log: ``frac_zero_std`` (fraction of groups
+with zero reward std) high, ``reward_std`` -> 0, grad norm exactly 0 on steps where no group had any
+signal. Detected when any of the three statistics passes its threshold in the late window
+(:class:`~grpojax.diagnose.DiagnoseConfig`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grpojax.diagnose._config import DiagnoseConfig
+from grpojax.diagnose._series import Run, edge_windows, episodes_from_mask, moving_average
+from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
+
+MODE = "advantage_degeneracy"
+
+
+def _zero_grad_mask(g: np.ndarray, cfg: DiagnoseConfig) -> np.ndarray:
+    pos = g[np.isfinite(g) & (g > 0)]
+    ref = float(np.median(pos)) if pos.size else 0.0
+    return np.isfinite(g) & (g <= cfg.zero_grad_rel_tol * ref)
+
+
+def detect_advantage_degeneracy(run: Run, cfg: DiagnoseConfig) -> ModeResult:
+    """Advantage-degeneracy detector.
+
+    Args:
+        run: the run (needs ``frac_zero_std`` or ``reward_std``; ``grad_norm`` is used when present).
+        cfg: thresholds.
+
+    Returns:
+        ModeResult with evidence ``frac_zero_std late mean`` (>= ``frac_zero_std_late``),
+        ``reward_std late/max ratio`` (<= ``reward_std_collapse_ratio``) and ``grad_norm late zero
+        fraction`` (>= ``zero_grad_fraction``).
+    """
+    ev: list[Evidence] = []
+    episodes: list[tuple[float, float]] = []
+    panel: dict = {}
+    have_fzs = run.count("frac_zero_std") >= cfg.min_points
+    have_std = run.count("reward_std") >= cfg.min_points
+    if not (have_fzs or have_std):
+        return ModeResult(MODE, "insufficient_data",
+                          reason=f"needs >= {cfg.min_points} points of frac_zero_std or reward_std "
+                                 f"(has {run.count('frac_zero_std')} and {run.count('reward_std')})")
+    if have_fzs:
+        s, v = run.series("frac_zero_std")
+        _, late = edge_windows(v.size, cfg.edge_fraction, cfg.min_window_points)
+        ev.append(make_evidence("frac_zero_std", s[late], "late mean", float(np.mean(v[late])),
+                                cfg.frac_zero_std_late, ">=", kind="fraction"))
+        ev.append(make_evidence("frac_zero_std", s, "fraction of steps >= threshold",
+                                float(np.mean(v >= cfg.frac_zero_std_late))))
+        smooth = moving_average(v, max(1, cfg.min_window_points))
+        episodes += episodes_from_mask(s, smooth >= cfg.frac_zero_std_late, min_len=2)
+        panel["frac_zero_std"] = (s, v)
+    if have_std:
+        s, v = run.series("reward_std")
+        v = np.abs(v)
+        w = max(cfg.min_window_points, int(round(cfg.edge_fraction * v.size)))
+        _, late = edge_windows(v.size, cfg.edge_fraction, cfg.min_window_points)
+        # largest windowed median over the run (the variance the run started with or reached)
+        med = np.array([np.median(v[i:i + w]) for i in range(0, max(1, v.size - w + 1))])
+        ref = float(np.max(med)) if med.size else 0.0
+        late_med = float(np.median(v[late]))
+        ratio = 0.0 if ref == 0.0 else late_med / ref
+        ev.append(make_evidence("reward_std", s[late], "late median / max windowed median", ratio,
+                                cfg.reward_std_collapse_ratio, "<=", kind="ratio"))
+        panel["reward_std"] = (s, v)
+    if run.count("grad_norm") >= cfg.min_points:
+        s, g = run.series("grad_norm")
+        zero = _zero_grad_mask(g, cfg)
+        _, late = edge_windows(g.size, cfg.edge_fraction, cfg.min_window_points)
+        # the whole second half: zero-gradient steps are intermittent in real logs
+        half = slice(g.size // 2, g.size)
+        frac = float(np.mean(zero[half]))
+        ev.append(make_evidence("grad_norm", s[half], "fraction of zero grad norms (2nd half)", frac,
+                                cfg.zero_grad_fraction, ">=", kind="fraction"))
+        ev.append(make_evidence("grad_norm", s, "number of zero grad norms", float(zero.sum())))
+        episodes += episodes_from_mask(s, zero, min_len=1) if frac >= cfg.zero_grad_fraction else []
+        panel["grad_norm"] = (s, g)
+        panel["zero_grad_steps"] = s[zero]
+    return finish_result(MODE, ev, episodes, panel)
+

@@ -1,0 +1,122 @@
+"""Dynamical instability: the oscillator's damping is gone (C <= 0).
+
+Past the stability threshold (lag x learning rate x curvature too large for the momentum) the mean
+reward does not settle: the oscillation around the fixed point grows out of the noise floor into a
+limit cycle or diverges, and gradient norms / importance ratios grow. Evidence (any one suffices,
+:class:`~grpojax.diagnose.DiagnoseConfig`):
+
+- ``reward_mean`` oscillation growth: std of the detrended reward (minus a centred moving average over
+  ``detrend_fraction`` of the run) in the late window over the early window, ``>= oscillation_growth``.
+  When ``reward_std`` is logged the residual is first divided by the (smoothed) within-group reward
+  std, so that a run whose sampling noise grows as p moves towards 1/2 is not mistaken for one whose
+  oscillation grows.
+- ``grad_norm`` late/early median ratio ``>= grad_norm_growth``;
+- ``is_ratio_max`` late median ``>= is_ratio_max_late``;
+- non-finite reward / grad norm / ratio values (divergence);
+- a Bayesian fit's posterior ``P(C <= 0) >= p_unstable`` when one is passed to
+  :func:`grpojax.diagnose.diagnose`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from grpojax.diagnose._config import DiagnoseConfig
+from grpojax.diagnose._series import Run, edge_windows, episodes_from_mask, lag1_autocorr, moving_average
+from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
+
+MODE = "dynamical_instability"
+
+
+def oscillation_residual(run: Run, cfg: DiagnoseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Detrended (and noise-normalised when ``reward_std`` exists) reward: ``(steps, resid, trend)``."""
+    s, r = run.series("reward_mean")
+    keep = np.isfinite(r)
+    s, r = s[keep], r[keep]
+    w = max(3, int(round(cfg.detrend_fraction * r.size)))
+    trend = moving_average(r, w)
+    resid = r - trend
+    if run.count("reward_std") >= cfg.min_points:
+        ss, sd = run.series("reward_std")
+        sd = np.interp(s, ss, np.abs(np.nan_to_num(sd, nan=0.0, posinf=0.0)))
+        sd = moving_average(sd, w)
+        floor = max(0.1 * float(np.max(sd)) if sd.size else 0.0, 1e-12)
+        resid = resid / np.maximum(sd, floor)
+    return s, resid, trend
+
+
+def detect_dynamical_instability(run: Run, cfg: DiagnoseConfig, *,
+                                 p_unstable: float | None = None) -> ModeResult:
+    """Dynamical-instability detector.
+
+    Args:
+        run: the run; uses ``reward_mean``, ``reward_std``, ``grad_norm``, ``is_ratio_max``.
+        cfg: thresholds.
+        p_unstable: posterior probability of C <= 0 from a Bayesian fit (``None``: not used).
+    """
+    ev: list[Evidence] = []
+    episodes: list[tuple[float, float]] = []
+    panel: dict = {}
+    used = []
+    for col in ("reward_mean", "grad_norm", "is_ratio_max", "is_ratio_mean"):
+        if run.count(col) >= 1:
+            s, v = run.series(col)
+            bad = ~np.isfinite(v)
+            if bad.any():
+                ev.append(make_evidence(col, s[bad], "non-finite values", float(bad.sum()), 1, ">=",
+                                        kind="flag"))
+                episodes.append((float(s[bad][0]), float(s[-1])))
+    if run.count("reward_mean") >= max(cfg.min_points, 4 * cfg.min_window_points):
+        used.append("reward_mean")
+        s, resid, trend = oscillation_residual(run, cfg)
+        early, late = edge_windows(resid.size, cfg.oscillation_window_fraction, cfg.min_window_points)
+        sd0, sd1 = float(np.std(resid[early])), float(np.std(resid[late]))
+        growth = 1.0 if sd0 == sd1 == 0 else sd1 / max(sd0, 1e-12)
+        n0, n1 = resid[early].size, resid[late].size
+        p_f = float(stats.f.sf(growth ** 2, n1 - 1, n0 - 1))
+        e = make_evidence("reward_mean", np.r_[s[early], s[late]],
+                          "oscillation growth (late/early detrended std)", growth,
+                          cfg.oscillation_growth, ">=", kind="ratio")
+        if e.triggered and p_f > cfg.oscillation_alpha:  # not significant with this few points
+            e = e._replace(triggered=False, score=0.0,
+                           statistic=e.statistic + f" [F-test p={p_f:.2g} > {cfg.oscillation_alpha:g}]")
+        ev.append(e)
+        ev.append(make_evidence("reward_mean", np.r_[s[early], s[late]], "F-test p-value of the growth", p_f))
+        ev.append(make_evidence("reward_mean", s[late], "late residual lag-1 autocorrelation",
+                                lag1_autocorr(resid[late])))
+        panel.update(reward_steps=s, reward_resid=resid, reward_trend=trend)
+        if ev[-3].triggered:
+            # shade where the rolling residual amplitude exceeds the threshold x the early amplitude
+            w = max(cfg.min_window_points, int(round(cfg.edge_fraction * resid.size / 2)))
+            amp = np.sqrt(moving_average(resid ** 2, w))
+            episodes += episodes_from_mask(s, amp >= np.sqrt(cfg.oscillation_growth) * max(sd0, 1e-12), min_len=3)
+    if run.count("grad_norm") >= cfg.min_points:
+        used.append("grad_norm")
+        s, g = run.series("grad_norm")
+        s, g = s[np.isfinite(g)], g[np.isfinite(g)]
+        early, late = edge_windows(g.size, cfg.edge_fraction, cfg.min_window_points)
+        g0, g1 = float(np.median(g[early])), float(np.median(g[late]))
+        ratio = float("nan") if g0 <= 0 else g1 / g0
+        ev.append(make_evidence("grad_norm", np.r_[s[early], s[late]], "late/early median ratio", ratio,
+                                cfg.grad_norm_growth, ">=", kind="ratio"))
+        panel["grad_norm"] = (s, g)
+    if run.count("is_ratio_max") >= cfg.min_points:
+        used.append("is_ratio_max")
+        s, q = run.series("is_ratio_max")
+        s, q = s[np.isfinite(q)], q[np.isfinite(q)]
+        _, late = edge_windows(q.size, cfg.edge_fraction, cfg.min_window_points)
+        ev.append(make_evidence("is_ratio_max", s[late], "late median", float(np.median(q[late])),
+                                cfg.is_ratio_max_late, ">=", kind="ratio"))
+        panel["is_ratio_max"] = (s, q)
+    if p_unstable is not None and np.isfinite(p_unstable):
+        used.append("fit")
+        steps = run.steps
+        ev.append(make_evidence("fit", steps, "posterior P(C <= 0)", float(p_unstable), cfg.p_unstable,
+                                ">=", kind="probability"))
+    if not used and not any(e.triggered for e in ev):
+        return ModeResult(MODE, "insufficient_data",
+                          reason=f"needs >= {max(cfg.min_points, 4 * cfg.min_window_points)} points of "
+                                 f"reward_mean or >= {cfg.min_points} of grad_norm / is_ratio_max")
+    return finish_result(MODE, ev, episodes, panel)
+

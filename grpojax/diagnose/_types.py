@@ -1,0 +1,232 @@
+"""Result types of the failure-mode detectors.
+
+Every detector returns a :class:`ModeResult`; :func:`grpojax.diagnose.diagnose` bundles one per mode
+in a :class:`Diagnosis`.
+
+Verdicts
+    The four failure-mode detectors answer ``"detected"``, ``"not_detected"`` or
+    ``"insufficient_data"`` (with the reason in ``ModeResult.reason``). The mean-field validity check
+    answers ``"valid"``, ``"violated"`` or ``"insufficient_data"``.
+
+Severity
+    A float in ``[0, 1]`` (``0.0`` when nothing was detected) and a level: ``"none"`` (0), ``"low"``
+    (< 1/3), ``"medium"`` (< 2/3), ``"high"``. Each triggered piece of evidence has its own score and
+    the severity is the largest. For a ratio ``r`` compared with a threshold ``c`` the score is
+    ``log r / (2 log c)`` clipped to ``[0, 1]``: exactly at the threshold it is 0.5, at ``c**2`` it is
+    1. For a fraction compared with a threshold (``frac_zero_std``) the score is the fraction itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, NamedTuple
+
+import numpy as np
+
+VERDICTS = ("detected", "not_detected", "insufficient_data")
+VALIDITY_VERDICTS = ("valid", "violated", "insufficient_data")
+MODES = ("reward_hacking", "advantage_degeneracy", "policy_concentration", "dynamical_instability")
+VALIDITY = "mean_field_validity"
+
+
+class Evidence(NamedTuple):
+    """One measured statistic and the threshold it is compared with.
+
+    Attributes:
+        metric: canonical column(s) the statistic is computed from, e.g. ``"frac_zero_std"``.
+        step_range: ``(first_step, last_step)`` of the data used.
+        statistic: what was computed, e.g. ``"late mean"`` or ``"late/early median ratio"``.
+        value: the measured number (``nan`` when it could not be computed).
+        threshold: the number it is compared with (``nan`` for purely informative evidence).
+        op: ``">="`` or ``"<="`` -- the evidence triggers when ``value op threshold``; ``"info"`` never
+            triggers.
+        triggered: whether the comparison holds.
+        score: this evidence's severity contribution in ``[0, 1]`` (0 when not triggered).
+    """
+
+    metric: str
+    step_range: tuple[float, float]
+    statistic: str
+    value: float
+    threshold: float
+    op: str
+    triggered: bool
+    score: float
+
+    def describe(self) -> str:
+        """One line: ``metric statistic = value (op threshold) over steps a-b``."""
+        lo, hi = self.step_range
+        rng = f"steps {_fmt(lo)}-{_fmt(hi)}"
+        if self.op == "info":
+            return f"{self.metric} {self.statistic} = {_fmt(self.value)} ({rng})"
+        mark = "!" if self.triggered else " "
+        return (f"{mark}{self.metric} {self.statistic} = {_fmt(self.value)} "
+                f"({self.op} {_fmt(self.threshold)}; {rng})")
+
+
+def _fmt(x: float) -> str:
+    if x is None or not np.isfinite(x):
+        return str(x)
+    ax = abs(x)
+    if ax != 0 and (ax < 1e-3 or ax >= 1e5):
+        return f"{x:.3g}"
+    if float(x).is_integer():
+        return str(int(x))
+    return f"{x:.3g}"
+
+
+def make_evidence(metric: str, steps: np.ndarray | tuple[float, float], statistic: str, value: float,
+                  threshold: float = float("nan"), op: str = "info", *, kind: str = "ratio") -> Evidence:
+    """Build an :class:`Evidence`, evaluating the comparison and its severity score.
+
+    Args:
+        metric, statistic: see :class:`Evidence`.
+        steps: the steps used (their min and max become ``step_range``) or the range itself.
+        value, threshold, op: see :class:`Evidence`.
+        kind: ``"ratio"`` (score ``log value / (2 log threshold)``), ``"fraction"`` (score = value),
+            ``"probability"`` (score = value), ``"zscore"`` (score ``value / (2 threshold)``),
+            ``"flag"`` (score 1) or ``"gate"`` (score 0: a precondition, not a measure of severity).
+    """
+    steps_arr = np.asarray(steps, dtype=float)
+    if steps_arr.size:
+        step_range = (float(np.nanmin(steps_arr)), float(np.nanmax(steps_arr)))
+    else:
+        step_range = (float("nan"), float("nan"))
+    value = float(value)
+    threshold = float(threshold)
+    if op == "info" or not np.isfinite(value):
+        triggered = False
+    elif op == ">=":
+        triggered = bool(value >= threshold)
+    elif op == "<=":
+        triggered = bool(value <= threshold)
+    else:
+        raise ValueError(f"op must be '>=', '<=' or 'info', got {op!r}")
+    score = 0.0
+    if triggered:
+        if kind == "ratio":
+            lv, lt = np.log(max(value, 1e-300)), np.log(threshold)
+            score = 1.0 if lt == 0 else float(np.clip(lv / (2 * lt), 0.0, 1.0))
+        elif kind in ("fraction", "probability"):
+            score = float(np.clip(value if op == ">=" else 1 - value, 0.0, 1.0))
+        elif kind == "zscore":
+            score = float(np.clip(value / (2 * threshold), 0.0, 1.0))
+        elif kind == "flag":
+            score = 1.0
+        elif kind == "gate":  # a condition that must hold but says nothing about how severe
+            score = 0.0
+        else:
+            raise ValueError(f"kind must be ratio/fraction/probability/zscore/flag/gate, got {kind!r}")
+    return Evidence(metric, step_range, statistic, value, threshold, op, triggered, score)
+
+
+def severity_level(severity: float) -> str:
+    """Map a severity in [0, 1] to ``"none"``, ``"low"``, ``"medium"`` or ``"high"``."""
+    if severity <= 0:
+        return "none"
+    if severity < 1 / 3:
+        return "low"
+    if severity < 2 / 3:
+        return "medium"
+    return "high"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModeResult:
+    """The answer of one detector.
+
+    Attributes:
+        mode: one of :data:`MODES` or ``"mean_field_validity"``.
+        verdict: see the module docstring.
+        severity: float in ``[0, 1]``; ``0.0`` unless detected / violated.
+        evidence: the statistics behind the verdict (triggered ones first).
+        reason: one line explaining the verdict (for ``insufficient_data``: what is missing).
+        episodes: ``[(first_step, last_step), ...]`` where the failure is visible (shaded in figures).
+        panel_data: arrays the figure panel draws (steps, series, fitted curves).
+    """
+
+    mode: str
+    verdict: str
+    severity: float = 0.0
+    evidence: tuple[Evidence, ...] = ()
+    reason: str = ""
+    episodes: tuple[tuple[float, float], ...] = ()
+    panel_data: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def level(self) -> str:
+        """Severity level: none / low / medium / high."""
+        return severity_level(self.severity)
+
+    @property
+    def detected(self) -> bool:
+        """True for ``detected`` (failure modes) or ``violated`` (validity check)."""
+        return self.verdict in ("detected", "violated")
+
+    def panel(self, ax) -> None:
+        """Draw this detector's figure panel on a matplotlib ``Axes`` (imports matplotlib lazily)."""
+        from grpojax.plot._diagnose import draw_panel
+
+        draw_panel(self, ax)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (no panel data)."""
+        return {
+            "mode": self.mode,
+            "verdict": self.verdict,
+            "severity": round(float(self.severity), 4),
+            "level": self.level,
+            "reason": self.reason,
+            "episodes": [list(e) for e in self.episodes],
+            "evidence": [
+                {**e._asdict(), "step_range": list(e.step_range), "text": e.describe()}
+                for e in self.evidence
+            ],
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnosis:
+    """All detectors' results for one run.
+
+    Attributes:
+        run: the run's name.
+        results: ``{mode: ModeResult}`` for the four modes and ``"mean_field_validity"``.
+        config: the thresholds used (as a dict).
+    """
+
+    run: str
+    results: dict[str, ModeResult]
+    config: dict[str, Any]
+
+    def __getitem__(self, mode: str) -> ModeResult:
+        return self.results[mode]
+
+    @property
+    def detected(self) -> tuple[str, ...]:
+        """The failure modes with verdict ``detected``."""
+        return tuple(m for m in MODES if m in self.results and self.results[m].verdict == "detected")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "detected": list(self.detected),
+            "results": {m: r.to_dict() for m, r in self.results.items()},
+            "config": self.config,
+        }
+
+
+def finish_result(mode: str, evidence: list[Evidence], episodes, panel_data: dict,
+                  *, require_all: bool = False) -> ModeResult:
+    """Combine evidence into a verdict: detected when any (``require_all``: every non-info) evidence
+    triggered; severity = the largest score of the triggered evidence."""
+    gating = [e for e in evidence if e.op != "info"]
+    trig = [e for e in gating if e.triggered]
+    hit = bool(gating) and (len(trig) == len(gating) if require_all else bool(trig))
+    ordered = tuple(trig + [e for e in evidence if not e.triggered])
+    if hit:
+        sev = max(e.score for e in trig)
+        reason = "; ".join(e.describe().lstrip("!") for e in trig)
+        return ModeResult(mode, "detected", sev, ordered, reason, tuple(sorted(set(episodes))), panel_data)
+    return ModeResult(mode, "not_detected", 0.0, ordered, "no statistic passed its threshold", (),
+                      panel_data)
