@@ -1,0 +1,61 @@
+"""Readers of GRPO training logs into the canonical run log (DESIGN.md §4).
+
+>>> from grpojax.logs import read_log
+>>> [run] = read_log("outputs/checkpoint-500/trainer_state.json")      # doctest: +SKIP
+>>> steps, reward = run.series("reward_mean")                           # doctest: +SKIP
+
+``read_log(path, *, format=None) -> list[RunLog]`` auto-detects the format:
+
+=================  =========================================================================
+``trl_state``      TRL/HF ``trainer_state.json`` (``log_history``; every TRL version's names)
+``trl_console``    the dicts the HF ``Trainer`` prints (``{'loss': ..., 'reward': ...}``)
+``verl_console``   verl ``step:N - key:value - ...`` lines (Ray prefixes/ANSI codes allowed)
+``verl_jsonl``     verl file logger ``{"step": N, "data": {...}}``
+``tensorboard``    event files / run folders / folders of runs (one RunLog per run)
+``wandb_csv``      W&B panel export (``Step``, ``<run> - <metric>``, ``__MIN``/``__MAX``) or
+                   history export (``_step``); one RunLog per run
+``openrlhf_jsonl`` OpenRLHF ``logs_dict`` dumps (``train/global_step``, ``train/<name>``)
+``jsonl``          grpojax's own JSONL (see :mod:`grpojax.logs._jsonl` for the reference spec:
+                   optional ``{"_grpojax": {...}}`` header, then ``{"step": N, <canonical
+                   names>: value}`` per line; written by :func:`write_jsonl` /
+                   :class:`JsonlLogger`)
+=================  =========================================================================
+
+OpenRLHF logs through W&B/TensorBoard (``train/<name>``, ``eval/<name>``) are read by the
+``wandb_csv``/``tensorboard`` readers with OpenRLHF's names mapped (``reward``, ``kl``,
+``policy_entropy``, ``actor_lr``, ``response_length``, ``ppo_clip_ratio``, ``eval_<ds>_pass1``).
+
+Canonical columns: ``reward_mean reward_std frac_zero_std eval_reward entropy kl grad_norm lr
+is_ratio_mean is_ratio_max clip_frac response_length response_clip_frac``; every other metric
+keeps its name (``train/`` stripped, ``eval/x`` -> ``eval_x``). ``meta["mapping"]`` says which
+original name(s) filled each canonical column (see :mod:`grpojax.logs._names` for the tables and
+their sources). ``reward_mean`` is the total reward the trainer logged (TRL ``reward``, the sum
+over reward functions; per-function columns keep their names); ``eval_reward`` is the eval reward
+(TRL ``eval_reward``; verl/OpenRLHF: the unweighted mean over validation sets).
+
+Repairs and checks (each a one-line :class:`LogWarning` naming the file, also listed in
+``meta["warnings"]``): duplicated steps keep the last value (resumed runs); decreasing steps are
+sorted; NaN values are kept and counted in ``meta["nan_counts"]``. Empty, truncated or malformed
+files, unknown formats and logs without a reward column raise :class:`LogFormatError` (a
+``ValueError``) with a one-line message naming the file and the problem.
+"""
+
+from grpojax.logs._jsonl import JSONL_VERSION, JsonlLogger, read_jsonl, write_jsonl
+from grpojax.logs._names import CANDIDATES
+from grpojax.logs._read import FORMATS, detect_format, read_log
+from grpojax.logs._runlog import CANONICAL_COLUMNS, LogFormatError, LogWarning, RunLog
+
+__all__ = [
+    "read_log",
+    "detect_format",
+    "RunLog",
+    "LogFormatError",
+    "LogWarning",
+    "FORMATS",
+    "CANONICAL_COLUMNS",
+    "CANDIDATES",
+    "write_jsonl",
+    "read_jsonl",
+    "JsonlLogger",
+    "JSONL_VERSION",
+]

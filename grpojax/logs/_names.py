@@ -1,0 +1,211 @@
+"""Metric-name mapping from TRL, verl, OpenRLHF (and TensorBoard/W&B prefixes) to canonical names.
+
+Sources of the names (checked against the trainers' own code and docs, and the real logs in
+``../shared/real-logs``):
+
+* TRL ``GRPOTrainer`` (~0.14): ``reward``, ``reward_std``, ``completion_length``,
+  ``rewards/<f>``, ``kl``; (>= 0.16/0.20): ``rewards/<f>/mean``/``std``, ``completions/mean_length``,
+  ``completions/clipped_ratio``, ``frac_reward_zero_std``, ``entropy``, ``clip_ratio/region_mean``
+  (older ``clip_ratio``), ``sampling/importance_sampling_ratio/{mean,max}``; HF ``Trainer``:
+  ``grad_norm``, ``learning_rate``; eval rows ``eval_<name>``. Through TensorBoard/W&B the Trainer
+  logs ``train/<name>`` and ``eval/<name>``.
+* verl console/file/TensorBoard logger: ``critic/score/mean`` (task score, before any KL-in-reward),
+  ``critic/rewards/mean``, ``actor/entropy`` (older ``actor/entropy_loss``, which holds the
+  entropy itself), ``actor/kl_loss`` (KL to the reference), ``actor/reward_kl_penalty``,
+  ``actor/pg_clipfrac``, ``actor/grad_norm``, ``actor/lr``, ``response_length/mean``,
+  ``response_length/clip_ratio``; validation ``val-core/<data_source>/<var>/mean@N`` (older
+  ``val/test_score/<data_source>``). ``actor/ppo_kl`` (old->new policy KL of the PPO step) is
+  *not* the KL to the reference and keeps its name.
+* OpenRLHF PPO/GRPO (``logs_dict`` written as ``train/<name>`` to W&B/TensorBoard): ``reward``,
+  ``return``, ``kl``, ``policy_entropy`` / ``entropy_loss`` (the entropy value), ``actor_lr`` /
+  ``policy_lr``, ``response_length``, ``response_clip_ratio``, ``ppo_clip_ratio``, ``ppo_kl``,
+  ``policy_loss``, ``raw_grad_norm``; evaluation ``eval/eval_<data_source>_pass1`` (and
+  ``_pass<n>``).
+
+A canonical column is filled from the first candidate present; the original name is removed
+(the mapping is kept in ``meta["mapping"]``). Every other metric keeps its name, after prefix
+normalisation: ``train/x`` -> ``x`` and ``eval/x`` -> ``eval_x`` (``eval/eval_x`` -> ``eval_x``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from grpojax.logs._runlog import warn
+
+__all__ = ["CANDIDATES", "canonicalize", "normalize_prefix"]
+
+#: canonical name -> original names tried in order (after prefix normalisation).
+CANDIDATES: dict[str, tuple[str, ...]] = {
+    "reward_mean": (
+        "reward_mean",
+        "reward",
+        "critic/score/mean",
+        "critic/rewards/mean",
+        "rewards/mean",
+        "objective/scores",
+        "score",
+    ),
+    "reward_std": ("reward_std", "critic/score/std", "rewards/std"),
+    "frac_zero_std": ("frac_zero_std", "frac_reward_zero_std"),
+    "eval_reward": ("eval_reward", "eval_rewards/mean", "eval_score"),
+    "entropy": (
+        "entropy",
+        "actor/entropy",
+        "actor/entropy_loss",
+        "policy_entropy",
+        "entropy_loss",
+        "objective/entropy",
+    ),
+    "kl": ("kl", "actor/kl_loss", "actor/reward_kl_penalty", "critic/kl", "objective/kl"),
+    "grad_norm": ("grad_norm", "actor/grad_norm", "raw_grad_norm"),
+    "lr": ("lr", "learning_rate", "actor/lr", "actor_lr", "policy_lr"),
+    "is_ratio_mean": ("is_ratio_mean", "sampling/importance_sampling_ratio/mean"),
+    "is_ratio_max": ("is_ratio_max", "sampling/importance_sampling_ratio/max"),
+    "clip_frac": (
+        "clip_frac",
+        "clip_ratio/region_mean",
+        "clip_ratio",
+        "actor/pg_clipfrac",
+        "ppo_clip_ratio",
+        "policy/clipfrac_avg",
+    ),
+    "response_length": (
+        "response_length",
+        "completions/mean_length",
+        "completion_length",
+        "response_length/mean",
+    ),
+    "response_clip_frac": (
+        "response_clip_frac",
+        "completions/clipped_ratio",
+        "response_length/clip_ratio",
+        "response_clip_ratio",
+    ),
+}
+
+# TRL per-reward-function columns: rewards/<f>, rewards/<f>/mean (not .../std).
+_TRL_FUNC = re.compile(r"^rewards/(?P<f>.+?)(?:/mean)?$")
+_TRL_EVAL_FUNC = re.compile(r"^eval_rewards/(?P<f>.+?)(?:/mean)?$")
+# verl validation: val-core/<ds>/<var>/mean@N (modern), val/test_score/<ds> (old).
+_VERL_VAL_CORE = re.compile(r"^val-core/(?P<ds>.+)/(?P<var>[^/]+)/mean@(?P<n>\d+)$")
+_VERL_VAL_OLD = re.compile(r"^val/test_score/(?P<ds>.+)$")
+# OpenRLHF evaluation: eval_<ds>_pass1
+_ORLHF_EVAL = re.compile(r"^eval_(?P<ds>.+)_pass1$")
+
+
+def normalize_prefix(name: str) -> str:
+    """``train/x`` -> ``x``; ``eval/x`` -> ``eval_x``; ``eval/eval_x`` -> ``eval_x``; else unchanged."""
+    if name.startswith("train/"):
+        return name[6:]
+    if name.startswith("eval/"):
+        rest = name[5:]
+        return rest if rest.startswith("eval_") else "eval_" + rest
+    return name
+
+
+def _row_mean(arrs: list[np.ndarray]) -> np.ndarray:
+    """Row-wise mean ignoring NaN; NaN where every input is NaN (no RuntimeWarning)."""
+    a = np.vstack(arrs)
+    ok = ~np.isnan(a)
+    cnt = ok.sum(axis=0)
+    s = np.where(ok, a, 0.0).sum(axis=0)
+    return np.where(cnt > 0, s / np.maximum(cnt, 1), np.nan)
+
+
+def _row_sum(arrs: list[np.ndarray]) -> np.ndarray:
+    """Row-wise sum, NaN where any input is NaN (a total needs every term)."""
+    return np.vstack(arrs).sum(axis=0)
+
+
+def canonicalize(columns: dict[str, np.ndarray], path: str, meta: dict) -> dict[str, np.ndarray]:
+    """Rename columns to the canonical names of DESIGN.md §4, deriving totals where needed.
+
+    Args:
+        columns: original name -> aligned float64 column.
+        path: file name (for warnings).
+        meta: updated in place with ``mapping``, ``original_names``, ``reward_functions``,
+            ``eval_datasets`` and warnings.
+
+    Returns:
+        A new dict of columns with canonical names where a candidate was found.
+    """
+    renamed: dict[str, str] = {}
+    cols: dict[str, np.ndarray] = {}
+    for k, v in columns.items():
+        nk = normalize_prefix(k)
+        if nk in cols or (nk != k and nk in columns):
+            nk = k  # collision: keep the original name
+        if nk != k:
+            renamed[nk] = k
+        cols[nk] = v
+
+    def orig(n: str) -> str:
+        return renamed.get(n, n)
+
+    mapping: dict[str, str | list[str]] = dict(meta.get("mapping", {}))
+    for canon, cands in CANDIDATES.items():
+        if canon in cols:
+            mapping.setdefault(canon, orig(canon))
+            continue
+        for c in cands:
+            if c in cols:
+                cols[canon] = cols.pop(c)
+                mapping[canon] = orig(c)
+                break
+
+    # reward functions (TRL): rewards/<f>[/mean]
+    funcs = [m.group("f") for k in cols if (m := _TRL_FUNC.match(k)) and not k.endswith("/std")]
+    funcs = [f for f in funcs if f not in ("mean", "std")]
+    if funcs:
+        meta["reward_functions"] = funcs
+    if "reward_mean" not in cols and funcs:
+        names = [k for k in cols if (m := _TRL_FUNC.match(k)) and m.group("f") in funcs and not k.endswith("/std")]
+        cols["reward_mean"] = _row_sum([cols[k] for k in names]) if len(names) > 1 else cols[names[0]].copy()
+        mapping["reward_mean"] = [orig(k) for k in names]
+        if len(names) > 1:
+            warn(path, f"no total reward logged; reward_mean is the unweighted sum of {', '.join(names)}", meta)
+
+    # eval reward: verl val-core / val/test_score, OpenRLHF eval_<ds>_pass1, TRL eval_rewards/<f>
+    if "eval_reward" not in cols:
+        per_ds: dict[str, tuple[int, int, str]] = {}
+        pref = {"reward": 0, "acc": 1, "score": 2}
+        for k in cols:
+            m = _VERL_VAL_CORE.match(k)
+            if m:
+                rank = (pref.get(m.group("var"), 3), -int(m.group("n")))
+                if m.group("ds") not in per_ds or rank < per_ds[m.group("ds")][:2]:
+                    per_ds[m.group("ds")] = (*rank, k)
+        ds_cols = {ds: v[2] for ds, v in per_ds.items()}
+        if not ds_cols:
+            ds_cols = {m.group("ds"): k for k in cols if (m := _VERL_VAL_OLD.match(k))}
+        if not ds_cols:
+            ds_cols = {m.group("ds"): k for k in cols if (m := _ORLHF_EVAL.match(k))}
+        if ds_cols:
+            cols["eval_reward"] = _row_mean([cols[k] for k in ds_cols.values()])
+            mapping["eval_reward"] = [orig(k) for k in ds_cols.values()]
+            meta["eval_datasets"] = sorted(ds_cols)
+            if len(ds_cols) > 1:
+                meta.setdefault("notes", []).append(
+                    f"eval_reward is the unweighted mean over {len(ds_cols)} validation sets"
+                )
+        else:
+            names = [
+                k for k in cols if (m := _TRL_EVAL_FUNC.match(k)) and not k.endswith("/std")
+            ]
+            if names:
+                cols["eval_reward"] = _row_sum([cols[k] for k in names]) if len(names) > 1 else cols[names[0]].copy()
+                mapping["eval_reward"] = [orig(k) for k in names]
+
+    meta["mapping"] = mapping
+    original = {}
+    for canon, src in mapping.items():
+        if isinstance(src, str) and src != canon:
+            original[canon] = src
+    for new, old in renamed.items():
+        if new in cols:
+            original[new] = old
+    meta["original_names"] = original
+    return cols

@@ -1,0 +1,229 @@
+"""``read_log``: format auto-detection and dispatch for files and folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import warnings
+
+from grpojax.logs._runlog import LogFormatError, LogWarning, RunLog
+
+__all__ = ["read_log", "detect_format", "FORMATS"]
+
+#: Format names ``read_log`` understands (``format=`` accepts these).
+FORMATS: tuple[str, ...] = (
+    "trl_state",
+    "trl_console",
+    "verl_console",
+    "verl_jsonl",
+    "tensorboard",
+    "wandb_csv",
+    "openrlhf_jsonl",
+    "jsonl",
+)
+
+_HEAD = 1 << 16
+
+
+def _reader(fmt: str):
+    from grpojax.logs import _jsonl, _tensorboard, _trl, _verl, _wandb
+
+    return {
+        "trl_state": _trl.read_trl_state,
+        "trl_console": _trl.read_trl_console,
+        "verl_console": _verl.read_verl_console,
+        "verl_jsonl": _verl.read_verl_jsonl,
+        "tensorboard": _tensorboard.read_tensorboard,
+        "wandb_csv": _wandb.read_wandb_csv,
+        "openrlhf_jsonl": _jsonl.read_jsonl,
+        "jsonl": _jsonl.read_jsonl,
+    }[fmt]
+
+
+def _is_event_file(name: str) -> bool:
+    return "tfevents" in os.path.basename(name)
+
+
+def detect_format(path: str | os.PathLike) -> str:
+    """Guess the format of one log file (folders: see :func:`read_log`).
+
+    Raises:
+        LogFormatError: empty file, or no known layout recognised.
+        FileNotFoundError: ``path`` does not exist.
+    """
+    path = str(path)
+    if os.path.isdir(path):
+        return "tensorboard" if _find_event_dirs(path) else "folder"
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    if _is_event_file(path):
+        return "tensorboard"
+    with open(path, "rb") as f:
+        raw = f.read(_HEAD)
+    if not raw.strip():
+        raise LogFormatError(path, "empty file")
+    if raw[:1] in (b"\x00",) or b"\x00" in raw[:1024]:
+        raise LogFormatError(path, "binary file of unknown format (TensorBoard files need 'tfevents' in the name)")
+    head = raw.decode("utf-8", errors="replace")
+    stripped = head.lstrip("\ufeff \t\r\n")
+    first_line = stripped.split("\n", 1)[0].strip()
+    if stripped.startswith("{"):
+        if re.search(r'"log_history"\s*:', head):
+            return "trl_state"
+        fmt = _jsonl_kind(first_line)
+        if fmt:
+            return fmt
+        if first_line == "{" or not first_line.endswith("}"):
+            # one multi-line JSON document that is not a trainer state
+            return "trl_state"
+    if "," in first_line and re.match(r'^"?(Step|_step|step)"?\s*,', first_line):
+        return "wandb_csv"
+    from grpojax.logs._trl import looks_like_trl_console
+    from grpojax.logs._verl import looks_like_verl_console
+
+    if looks_like_verl_console(head):
+        return "verl_console"
+    if looks_like_trl_console(head):
+        return "trl_console"
+    if len(raw) == _HEAD:  # big file: the first 64 KiB may be config dumps; look further
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        if looks_like_verl_console(text):
+            return "verl_console"
+        if looks_like_trl_console(text):
+            return "trl_console"
+    raise LogFormatError(
+        path,
+        "unknown log format (expected TRL trainer_state.json or console dicts, verl console or "
+        "JSONL, TensorBoard events, a W&B CSV export, OpenRLHF or grpojax JSONL)",
+    )
+
+
+def _jsonl_kind(line: str) -> str | None:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    if "_grpojax" in obj:
+        return "jsonl"
+    if "step" in obj and isinstance(obj.get("data"), dict):
+        return "verl_jsonl"
+    if any(k in obj for k in ("train/global_step", "global_step", "eval/epoch")):
+        return "openrlhf_jsonl"
+    if "step" in obj or "_step" in obj:
+        return "jsonl"
+    return None
+
+
+def _find_event_dirs(root: str) -> list[str]:
+    out = []
+    for d, _, files in os.walk(root):
+        if any(_is_event_file(f) for f in files):
+            out.append(d)
+    return sorted(out)
+
+
+def read_log(path: str | os.PathLike, *, format: str | None = None) -> list[RunLog]:
+    """Read a training log into canonical run logs (DESIGN.md §4).
+
+    Args:
+        path: a log file, or a folder: TensorBoard log dir (every sub-folder holding event files
+            is one run), a TRL output dir (the newest ``checkpoint-*/trainer_state.json``), or a
+            folder of log files (each read on its own; W&B CSVs with the same run name merged).
+        format: force one of :data:`FORMATS` instead of auto-detecting.
+
+    Returns:
+        A list of :class:`RunLog`, one per run found (several for multi-run folders, W&B CSVs
+        with several runs, TensorBoard dirs with several runs).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        LogFormatError: empty, truncated, malformed, unknown-format input or no reward column;
+            the message is one line naming the file and the problem.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"format={format!r} is not one of {', '.join(FORMATS)}")
+    if os.path.isdir(path) and format not in (None, "tensorboard"):
+        raise LogFormatError(path, f"is a folder; format={format!r} needs a file")
+    fmt = format or detect_format(path)
+    if fmt == "folder":
+        return _read_folder(path)
+    try:
+        return list(_reader(fmt)(path))
+    except (LogFormatError, FileNotFoundError):
+        raise
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError, OSError) as e:
+        # last line of defence: never a traceback from inside a parser
+        raise LogFormatError(path, f"could not read as {fmt}: {type(e).__name__}: {e}") from None
+
+
+def _read_folder(path: str) -> list[RunLog]:
+    states = []
+    others = []
+    for d, _, files in os.walk(path):
+        for f in sorted(files):
+            full = os.path.join(d, f)
+            if f == "trainer_state.json":
+                states.append(full)
+            elif f.lower().endswith((".json", ".jsonl", ".log", ".txt", ".csv", ".out")):
+                others.append(full)
+    runs: list[RunLog] = []
+    # TRL output dirs: checkpoint-*/trainer_state.json -> the newest per output dir
+    by_out: dict[str, list[str]] = {}
+    for s in states:
+        parent = os.path.dirname(s)
+        key = os.path.dirname(parent) if re.fullmatch(r"checkpoint-\d+", os.path.basename(parent)) else parent
+        by_out.setdefault(key, []).append(s)
+    for key, lst in sorted(by_out.items()):
+        best = max(lst, key=lambda s: _ckpt_num(s))
+        runs.extend(read_log(best, format="trl_state"))
+    skipped = []
+    for f in others:
+        try:
+            fmt = detect_format(f)
+            if fmt == "wandb_csv":
+                from grpojax.logs._wandb import read_wandb_csv
+
+                runs.extend(read_wandb_csv(f, require_reward=False))
+            else:
+                runs.extend(read_log(f, format=fmt))
+        except LogFormatError as e:
+            skipped.append(f"{os.path.relpath(f, path)} ({e.problem})")
+    if skipped:
+        warnings.warn(f"{path}: skipped {len(skipped)} file(s): {'; '.join(skipped[:5])}", LogWarning, stacklevel=3)
+    if not runs:
+        raise LogFormatError(path, "folder holds no readable log (no event files, trainer_state.json or log files)")
+    return _merge_same_name(runs)
+
+
+def _ckpt_num(s: str) -> int:
+    m = re.search(r"checkpoint-(\d+)", s)
+    return int(m.group(1)) if m else -1
+
+
+def _merge_same_name(runs: list[RunLog]) -> list[RunLog]:
+    """Merge W&B CSV runs of the same name (one CSV per panel/metric is common)."""
+    out: list[RunLog] = []
+    groups: dict[str, list[RunLog]] = {}
+    for r in runs:
+        if r.format == "wandb_csv":
+            groups.setdefault(r.name, []).append(r)
+        else:
+            out.append(r)
+    from grpojax.logs._wandb import merge_runs
+
+    for name, lst in groups.items():
+        r = lst[0] if len(lst) == 1 else merge_runs(lst)
+        if "reward_mean" not in r.columns:
+            raise LogFormatError(
+                r.source, f"W&B run {name!r}: no reward column in any CSV (columns: {', '.join(sorted(r.columns)[:10])})"
+            )
+        out.append(r)
+    return out
+

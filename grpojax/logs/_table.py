@@ -1,0 +1,288 @@
+"""Row collection -> canonical :class:`RunLog`: vectorised conversion, dedup, sorting, checks.
+
+Readers feed rows ``(step, {name: value})`` into a :class:`TableBuilder`. Rows are grouped by
+their key signature (the tuple of names, in order), so a log whose rows all carry the same metrics
+is converted with one ``np.array(..., float64)`` call per signature instead of per-value Python
+work. ``finish`` then
+
+1. maps every row to the sorted union of steps (``np.unique``),
+2. keeps the *last* logged value where a (step, column) pair occurs more than once (a resumed run
+   re-logging steps) and warns, naming the file and the steps,
+3. sorts rows whose steps go backwards, with a warning,
+4. counts NaN values logged explicitly (kept as NaN, never dropped),
+5. maps names to the canonical columns (:mod:`grpojax.logs._names`) and checks that a reward
+   column exists (else :class:`LogFormatError`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Iterable
+
+import numpy as np
+
+from grpojax.logs._names import canonicalize
+from grpojax.logs._runlog import LogFormatError, RunLog, warn
+
+__all__ = ["TableBuilder", "to_float"]
+
+
+def to_float(v: Any) -> float | None:
+    """One logged value as float; ``None`` if it is not a number (text, lists, dicts).
+
+    Accepts ints, floats, bools, numpy scalars, numeric strings (``"0.5"``, ``"nan"``, ``"1e-3"``,
+    ``"12%"`` is *not* numeric), 0-d arrays and ``None`` (-> NaN, i.e. "logged as null").
+    """
+    if v is None:
+        return math.nan
+    t = type(v)
+    if t is float or t is int or t is bool:
+        return float(v)
+    if isinstance(v, str):
+        s = v.strip()
+        try:
+            return float(s)
+        except ValueError:
+            return None
+    try:
+        a = np.asarray(v)
+    except Exception:  # noqa: BLE001 - anything odd is "not numeric"
+        return None
+    if a.ndim == 0 and a.dtype.kind in "biuf":
+        return float(a)
+    return None
+
+
+class TableBuilder:
+    """Collects rows of one run and turns them into a :class:`RunLog`.
+
+    Args:
+        path: the file being read (used in warnings and errors).
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = str(path)
+        self._n = 0
+        # signature -> (row indices, steps, value tuples)
+        self._groups: dict[tuple, tuple[list, list, list]] = {}
+        # column blocks: (row indices, steps, {name: (logged mask, float64 values)})
+        self._blocks: list[tuple[np.ndarray, np.ndarray, dict]] = []
+
+    def __len__(self) -> int:
+        return self._n
+
+    def add(self, step: Any, values: dict[str, Any]) -> None:
+        """Add one row: ``values`` maps metric names to (numeric-ish) values logged at ``step``."""
+        if not values:
+            values = {}
+        self.add_kv(step, tuple(values), tuple(values.values()))
+
+    def add_kv(self, step: Any, keys: tuple, vals: tuple) -> None:
+        """Add one row given its names and values as parallel tuples (fast path for parsers)."""
+        g = self._groups.get(keys)
+        if g is None:
+            g = self._groups[keys] = ([], [], [])
+        g[0].append(self._n)
+        g[1].append(step)
+        g[2].append(vals)
+        self._n += 1
+
+    def add_block(self, steps, columns: dict[str, np.ndarray], logged: dict[str, np.ndarray] | None = None) -> None:
+        """Add many rows at once (column-oriented readers: TensorBoard, CSV).
+
+        Args:
+            steps: ``(n,)`` integer-valued steps of the rows.
+            columns: name -> ``(n,)`` float64 values.
+            logged: name -> ``(n,)`` bool, False where the metric was not logged in that row
+                (default: all logged). Rows where nothing is logged are dropped.
+        """
+        steps = np.asarray(steps)
+        n = steps.shape[0]
+        if logged is None:
+            logged = {k: np.ones(n, dtype=bool) for k in columns}
+        any_logged = np.zeros(n, dtype=bool)
+        for m in logged.values():
+            any_logged |= m
+        keep = np.flatnonzero(any_logged)
+        if keep.size == 0:
+            return
+        idx = np.arange(self._n, self._n + keep.size, dtype=np.int64)
+        cols = {k: (np.asarray(logged[k])[keep], np.asarray(v, dtype=np.float64)[keep]) for k, v in columns.items()}
+        self._blocks.append((idx, steps[keep], cols))
+        self._n += keep.size
+
+    # ------------------------------------------------------------------------------------
+    def _convert_group(self, keys: tuple, vals: list, meta: dict) -> np.ndarray:
+        """``(rows, len(keys))`` float64 values of one signature group; non-numeric -> NaN."""
+        if not keys:
+            return np.empty((len(vals), 0))
+        try:
+            arr = np.array(vals, dtype=np.float64)
+            if arr.shape == (len(vals), len(keys)):
+                return arr
+        except (ValueError, TypeError, OverflowError):
+            pass
+        out = np.empty((len(vals), len(keys)))
+        non_numeric = meta.setdefault("_non_numeric", {})
+        for j, k in enumerate(keys):
+            col = [row[j] for row in vals]
+            try:
+                out[:, j] = np.array(col, dtype=np.float64)
+                continue
+            except (ValueError, TypeError, OverflowError):
+                pass
+            bad = 0
+            for i, v in enumerate(col):
+                f = to_float(v)
+                if f is None:
+                    bad += 1
+                    f = math.nan
+                out[i, j] = f
+            if bad:
+                non_numeric[k] = non_numeric.get(k, 0) + bad
+        return out
+
+    def _steps(self, raw) -> np.ndarray:
+        if isinstance(raw, np.ndarray) and raw.dtype.kind in "iu":
+            return raw.astype(np.int64)
+        try:
+            s = np.array(raw, dtype=np.float64)
+        except (ValueError, TypeError):
+            conv = [to_float(x) for x in raw]
+            s = np.array([math.nan if c is None else c for c in conv])
+        bad = ~np.isfinite(s) | (s != np.round(s))
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            raise LogFormatError(self.path, f"step value {raw[i]!r} is not an integer")
+        if s.size and np.max(np.abs(s)) >= 2**62:
+            raise LogFormatError(self.path, "step values out of range")
+        return s.astype(np.int64)
+
+    def finish(
+        self,
+        *,
+        name: str,
+        format: str,
+        meta: dict | None = None,
+        require_reward: bool = True,
+    ) -> RunLog:
+        """Build the run log (see the module docstring for what happens).
+
+        Raises:
+            LogFormatError: no rows, non-integer steps, or (``require_reward``) no reward column.
+        """
+        meta = dict(meta or {})
+        meta.setdefault("warnings", [])
+        if self._n == 0:
+            raise LogFormatError(self.path, "no metric rows found")
+        n = self._n
+        row_steps = np.empty(n, dtype=np.int64)
+        per_col: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        for keys, (idx, steps, vals) in self._groups.items():
+            idx_a = np.asarray(idx, dtype=np.int64)
+            row_steps[idx_a] = self._steps(steps)
+            arr = self._convert_group(keys, vals, meta)
+            for j, k in enumerate(keys):
+                per_col.setdefault(k, []).append((idx_a, arr[:, j]))
+        for idx_a, steps, cols in self._blocks:
+            row_steps[idx_a] = self._steps(steps)
+            for k, (m, v) in cols.items():
+                per_col.setdefault(k, []).append((idx_a[m], v[m]))
+        non_numeric = meta.pop("_non_numeric", {})
+
+        uniq = np.unique(row_steps)
+        backwards: list[tuple[str, int, int, int]] = []  # (column, count, from, to)
+
+        # -- columns, keep-last on duplicates -----------------------------------------------------
+        columns: dict[str, np.ndarray] = {}
+        nan_counts: dict[str, int] = {}
+        dup_steps: set[int] = set()
+        dropped: list[str] = []
+        for k, parts in per_col.items():
+            idx = np.concatenate([p[0] for p in parts])
+            val = np.concatenate([p[1] for p in parts])
+            if len(parts) > 1:
+                o = np.argsort(idx, kind="stable")
+                idx, val = idx[o], val[o]
+            cs = row_steps[idx]
+            pos = np.searchsorted(uniq, cs)
+            if cs.size > 1:
+                back = np.flatnonzero(np.diff(cs) < 0)
+                if back.size:
+                    backwards.append((k, back.size, int(cs[back[0]]), int(cs[back[0] + 1])))
+            nn = int(np.count_nonzero(np.isnan(val)))
+            if k in non_numeric and nn == val.size:
+                # every logged entry was text (or null): not a metric
+                dropped.append(k)
+                continue
+            out = np.full(uniq.shape, np.nan)
+            if pos.size > 1 and np.any(np.diff(pos) <= 0):
+                rpos = pos[::-1]
+                u, first = np.unique(rpos, return_index=True)
+                if u.size < pos.size:
+                    counts = np.bincount(pos, minlength=uniq.size)
+                    dup_steps.update(uniq[counts > 1].tolist())
+                out[u] = val[::-1][first]
+            else:
+                out[pos] = val
+            nn -= non_numeric.get(k, 0)
+            if nn:
+                nan_counts[k] = nn
+            columns[k] = out
+        if backwards:
+            k, cnt, a, b = max(backwards, key=lambda t: t[1])
+            warn(
+                self.path,
+                f"steps are not increasing ({cnt} place(s) in {k!r}, first: step {a} followed by {b}); "
+                "rows sorted by step",
+                meta,
+            )
+            meta["steps_sorted"] = True
+        if dup_steps:
+            ds = sorted(dup_steps)
+            shown = ", ".join(map(str, ds[:5])) + (", ..." if len(ds) > 5 else "")
+            warn(
+                self.path,
+                f"{len(ds)} step(s) logged more than once (e.g. a resumed run): {shown}; "
+                "kept the last value logged for each",
+                meta,
+            )
+            meta["duplicated_steps"] = ds
+        if dropped:
+            meta["non_numeric_columns"] = sorted(dropped)
+        partly = {k: v for k, v in non_numeric.items() if k not in dropped}
+        if partly:
+            meta["non_numeric_values"] = partly
+            warn(self.path, f"non-numeric values read as NaN in: {_names_list(partly)}", meta)
+        columns = canonicalize(columns, self.path, meta)
+        if nan_counts:
+            new = {v: k for k, v in meta.get("original_names", {}).items()}
+            nan_counts = {new.get(k, k): v for k, v in nan_counts.items()}
+            meta["nan_counts"] = nan_counts
+            warn(
+                self.path,
+                f"{sum(nan_counts.values())} NaN/null value(s) logged (kept as NaN) in: "
+                f"{_names_list(nan_counts)}",
+                meta,
+            )
+        if require_reward and "reward_mean" not in columns:
+            raise LogFormatError(
+                self.path,
+                "no reward column (looked for reward_mean, reward, critic/score/mean, "
+                "critic/rewards/mean, rewards/<f>/mean, ...); columns found: "
+                + _names_list(columns, limit=12),
+            )
+        rm = columns.get("reward_mean")
+        if rm is not None and np.all(np.isnan(rm)):
+            warn(self.path, "the reward column has no finite values", meta)
+        meta["n_train_points"] = int(np.count_nonzero(~np.isnan(rm))) if rm is not None else 0
+        ev = columns.get("eval_reward")
+        meta["n_eval_points"] = int(np.count_nonzero(~np.isnan(ev))) if ev is not None else 0
+        return RunLog(name=name, source=self.path, format=format, steps=uniq, columns=columns, meta=meta)
+
+
+def _names_list(names: Iterable[str], limit: int = 8) -> str:
+    names = list(names)
+    s = ", ".join(names[:limit])
+    return s + (f", ... ({len(names)} in all)" if len(names) > limit else "")

@@ -1,0 +1,124 @@
+"""TensorBoard event files and log folders, read with tensorboard's ``EventAccumulator``.
+
+Both scalar encodings are read: ``simple_value`` summaries (what ``torch.utils.tensorboard``
+writes, hence TRL/HF ``Trainer``, verl and OpenRLHF) and scalar *tensors* of the ``scalars``
+plugin (what ``tf.summary.scalar`` / ``tensorboard.summary.Writer`` write). Tags keep their names
+up to the canonical mapping, which strips ``train/`` and turns ``eval/x`` into ``eval_x``.
+
+A folder is searched recursively; every sub-folder that holds event files is one run (named by
+its path relative to the folder given), so ``runs/`` with one sub-folder per run gives one
+:class:`RunLog` per run. Several event files in one folder (a restarted run) are read in order,
+and steps logged again keep their last value.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+from grpojax.logs._runlog import LogFormatError, LogWarning, RunLog
+from grpojax.logs._table import TableBuilder
+
+__all__ = ["read_tensorboard"]
+
+
+def _load(path: str):
+    from tensorboard.backend.event_processing import event_accumulator as ea
+
+    acc = ea.EventAccumulator(
+        path,
+        size_guidance={ea.SCALARS: 0, ea.TENSORS: 0, ea.HISTOGRAMS: 1, ea.IMAGES: 1, ea.AUDIO: 1, ea.COMPRESSED_HISTOGRAMS: 1},
+    )
+    try:
+        acc.Reload()
+    except Exception as e:  # noqa: BLE001 - corrupted records surface as assorted errors
+        raise LogFormatError(path, f"unreadable TensorBoard events ({type(e).__name__}: {e})") from None
+    return acc
+
+
+def _read_one(path: str, name: str) -> RunLog | None:
+    from tensorboard.util import tensor_util
+
+    acc = _load(path)
+    tags = acc.Tags()
+    tb = TableBuilder(path)
+    meta: dict = {"group_size": None, "tags": 0}
+    for tag in tags.get("scalars", []):
+        ev = acc.Scalars(tag)
+        if not ev:
+            continue
+        steps = np.fromiter((e.step for e in ev), dtype=np.int64, count=len(ev))
+        vals = np.fromiter((e.value for e in ev), dtype=np.float64, count=len(ev))
+        tb.add_block(steps, {tag: vals})
+        meta["tags"] += 1
+    skipped = []
+    for tag in tags.get("tensors", []):
+        ev = acc.Tensors(tag)
+        if not ev:
+            continue
+        try:
+            vals = [tensor_util.make_ndarray(e.tensor_proto) for e in ev]
+        except Exception:  # noqa: BLE001 - strings etc.
+            skipped.append(tag)
+            continue
+        if not all(v.size == 1 and v.dtype.kind in "biuf" for v in vals):
+            skipped.append(tag)
+            continue
+        steps = np.fromiter((e.step for e in ev), dtype=np.int64, count=len(ev))
+        tb.add_block(steps, {tag: np.array([float(v.reshape(())) for v in vals])})
+        meta["tags"] += 1
+    if skipped:
+        meta["non_scalar_tags"] = skipped
+    if len(tb) == 0:
+        return None
+    return tb.finish(name=name, format="tensorboard", meta=meta, require_reward=True)
+
+
+def read_tensorboard(path: str | os.PathLike) -> list[RunLog]:
+    """Read a TensorBoard event file, run folder, or folder of runs.
+
+    Returns:
+        One :class:`RunLog` per folder holding event files (a single file: one run).
+
+    Raises:
+        LogFormatError: no event files, no scalars, or no run with a reward column.
+    """
+    path = str(path)
+    if os.path.isfile(path):
+        if os.path.getsize(path) == 0:
+            raise LogFormatError(path, "empty file")
+        run = _read_one(path, os.path.basename(os.path.dirname(os.path.abspath(path))) or "run")
+        if run is None:
+            raise LogFormatError(path, "no scalar summaries in the event file")
+        return [run]
+    from grpojax.logs._read import _find_event_dirs
+
+    dirs = _find_event_dirs(path)
+    if not dirs:
+        raise LogFormatError(path, "no TensorBoard event files (*tfevents*) in the folder")
+    runs: list[RunLog] = []
+    problems = []
+    root = os.path.abspath(path)
+    for d in dirs:
+        rel = os.path.relpath(os.path.abspath(d), root)
+        name = os.path.basename(root) if rel == "." else rel.replace(os.sep, "/")
+        try:
+            run = _read_one(d, name)
+        except LogFormatError as e:
+            problems.append(f"{rel}: {e.problem}")
+            continue
+        if run is None:
+            problems.append(f"{rel}: no scalar summaries")
+        else:
+            runs.append(run)
+    if not runs:
+        raise LogFormatError(path, "no readable run: " + "; ".join(problems))
+    if problems:
+        msg = f"skipped {len(problems)} sub-folder(s): " + "; ".join(problems[:5])
+        for r in runs:
+            r.meta.setdefault("warnings", []).append(msg)
+        warnings.warn(f"{path}: {msg}", LogWarning, stacklevel=3)
+    return runs
+

@@ -1,0 +1,120 @@
+"""verl readers: console lines and the JSONL file logger.
+
+Console (``trainer.logger=['console']``): one line per step,
+``step:12 - actor/entropy:0.354 - critic/score/mean:0.433 - ... - val-core/<ds>/reward/mean@1:0.52``,
+usually behind a Ray prefix such as ``(TaskRunner pid=1) `` and ANSI colour codes; validation
+metrics sit on the same line as the train metrics of that step (the line for step 0 has only
+validation). Values may be printed as ``np.float64(0.5)``. Everything else in the file (config
+dump, samples, warnings) is ignored, except that the config dump is searched for the group size
+(``rollout.n``), the advantage estimator and the experiment name.
+
+File logger (``trainer.logger=['file']``): JSONL, one ``{"step": N, "data": {name: value}}``
+object per line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from grpojax.logs._runlog import LogFormatError, warn
+from grpojax.logs._table import TableBuilder
+from grpojax.logs._trl import _read_text, _run_name
+
+__all__ = ["read_verl_console", "read_verl_jsonl", "looks_like_verl_console"]
+
+_STEP_LINE = re.compile(r"(?:^|[\s\]\)>])step:(\d+) - (.*)$", re.M)
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PAIR = re.compile(r"([^\s:][^:]*?):(\S+)(?: - |\s*$)")
+_WRAP = re.compile(r"^(?:np\.)?(?:float|int)\d*\((.*)\)$|^tensor\((.*?)(?:, .*)?\)$")
+
+
+def looks_like_verl_console(head: str) -> bool:
+    """True if ``head`` contains a verl ``step:N - key:value`` line."""
+    return re.search(r"step:\d+ - [^\s:]+:\S", head) is not None
+
+
+def _config_meta(text: str, meta: dict) -> None:
+    m = re.search(r"rollout\.n=(\d+)", text)
+    if m is None:
+        r = text.find("'rollout': {")
+        if r >= 0:
+            m = re.search(r"'n': (\d+)", text[r : r + 6000])
+    meta["group_size"] = int(m.group(1)) if m else None
+    m = re.search(r"adv_estimator[=:]\s*'?([A-Za-z_0-9]+)", text)
+    if m:
+        meta["adv_estimator"] = m.group(1)
+    m = re.search(r"'experiment_name': '([^']+)'|experiment_name=(\S+)", text)
+    if m:
+        meta["experiment_name"] = m.group(1) or m.group(2).strip("'\"")
+
+
+def read_verl_console(path: str | os.PathLike, text: str | None = None):
+    """Read a verl console log.
+
+    Returns:
+        One :class:`RunLog` (format ``"verl_console"``).
+    """
+    path = str(path)
+    if text is None:
+        text = _read_text(path)
+    if not text.strip():
+        raise LogFormatError(path, "empty file")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    tb = TableBuilder(path)
+    meta: dict = {}
+    bad = 0
+    for m in _STEP_LINE.finditer(text):
+        pairs = _PAIR.findall(m.group(2))
+        if not pairs:
+            bad += 1
+            continue
+        keys, vals = zip(*pairs)
+        if any(v[-1] == ")" for v in vals):
+            vals = tuple(_unwrap(v) for v in vals)
+        tb.add_kv(int(m.group(1)), keys, vals)
+    if len(tb) == 0:
+        raise LogFormatError(path, "no verl 'step:N - key:value' lines found")
+    if bad:
+        warn(path, f"{bad} step line(s) without key:value pairs were skipped", meta)
+    _config_meta(text[:200_000], meta)
+    return [tb.finish(name=_run_name(path), format="verl_console", meta=meta)]
+
+
+def _unwrap(v: str) -> str:
+    m = _WRAP.match(v)
+    if m:
+        return m.group(1) if m.group(1) is not None else m.group(2)
+    return v
+
+
+def read_verl_jsonl(path: str | os.PathLike, text: str | None = None):
+    """Read verl's JSONL file logger output (``{"step": N, "data": {...}}`` per line).
+
+    Returns:
+        One :class:`RunLog` (format ``"verl_jsonl"``).
+    """
+    path = str(path)
+    if text is None:
+        text = _read_text(path)
+    if not text.strip():
+        raise LogFormatError(path, "empty file")
+    tb = TableBuilder(path)
+    meta: dict = {"group_size": None}
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            if i == len(lines) - 1 or not any(x.strip() for x in lines[i + 1 :]):
+                warn(path, f"last line {i + 1} is truncated JSON ({e.msg}); skipped it", meta)
+                continue
+            raise LogFormatError(path, f"line {i + 1} is not valid JSON ({e.msg})") from None
+        if not isinstance(obj, dict) or "step" not in obj or not isinstance(obj.get("data"), dict):
+            raise LogFormatError(path, f'line {i + 1} is not a {{"step": N, "data": {{...}}}} object')
+        tb.add(obj["step"], obj["data"])
+    return [tb.finish(name=_run_name(path), format="verl_jsonl", meta=meta)]

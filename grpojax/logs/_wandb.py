@@ -1,0 +1,175 @@
+"""Weights & Biases CSV exports.
+
+Two layouts:
+
+* chart/panel export ("Export panel data" -> CSV): a ``Step`` column, then for every run
+  ``<run> - <metric>`` plus the sampling bounds ``<run> - <metric>__MIN`` / ``__MAX``; empty cells
+  where a run did not log at that step. Several runs -> several :class:`RunLog`. The
+  ``__MIN``/``__MAX`` bounds are not metrics and are left out (listed in
+  ``meta["dropped_columns"]``). Metric names usually carry the trainer's W&B prefixes
+  (``train/reward``, ``eval/reward``), which the canonical mapping strips.
+* run-history export (``run.history().to_csv()``): a ``_step`` column and one column per metric;
+  one run, named after the file.
+
+A folder holding one panel CSV per metric is read by :func:`grpojax.logs.read_log` with runs of
+the same name merged (:func:`merge_runs`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+
+import numpy as np
+
+from grpojax.logs._runlog import LogFormatError, RunLog, warn
+from grpojax.logs._table import TableBuilder, to_float
+from grpojax.logs._trl import _read_text, _run_name
+
+__all__ = ["read_wandb_csv", "merge_runs"]
+
+_STEP_COLS = ("Step", "_step", "step")
+_SKIP = ("_runtime", "_timestamp", "Wall time", "Relative Time (Process)", "Relative Time (Wall)")
+
+
+def _floats(col: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Strings -> (logged mask, float64 values, number of non-numeric cells)."""
+    logged = np.array([c.strip() != "" for c in col], dtype=bool) if col else np.zeros(0, bool)
+    vals = np.full(len(col), np.nan)
+    sub = [c for c, m in zip(col, logged) if m]
+    bad = 0
+    try:
+        vals[logged] = np.array(sub, dtype=np.float64)
+    except ValueError:
+        conv = []
+        for c in sub:
+            f = to_float(c)
+            if f is None:
+                bad += 1
+                f = np.nan
+            conv.append(f)
+        vals[logged] = np.array(conv, dtype=np.float64)
+    return logged, vals, bad
+
+
+def read_wandb_csv(path: str | os.PathLike, text: str | None = None, *, require_reward: bool = True) -> list[RunLog]:
+    """Read a W&B CSV export (chart export with several runs, or one run's history).
+
+    Returns:
+        One :class:`RunLog` per run (format ``"wandb_csv"``).
+    """
+    path = str(path)
+    if text is None:
+        text = _read_text(path)
+    if not text.strip():
+        raise LogFormatError(path, "empty file")
+    try:
+        rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff"))))
+    except csv.Error as e:
+        raise LogFormatError(path, f"malformed CSV ({e})") from None
+    rows = [r for r in rows if r]
+    header, body = rows[0], rows[1:]
+    step_col = next((i for i, h in enumerate(header) if h.strip() in _STEP_COLS), None)
+    if step_col is None:
+        raise LogFormatError(path, "CSV without a 'Step' or '_step' column (not a W&B export)")
+    if not body:
+        raise LogFormatError(path, "CSV has a header but no rows")
+    width = len(header)
+    short = [i for i, r in enumerate(body) if len(r) != width]
+    if short:
+        if short == [len(body) - 1]:
+            body = body[:-1]
+            short_msg = f"last row has {len(rows[-1])} of {width} cells (truncated file?); skipped it"
+        else:
+            raise LogFormatError(path, f"row {short[0] + 2} has {len(body[short[0]])} cells, header has {width}")
+    else:
+        short_msg = None
+    cols = list(zip(*body)) if body else [()] * width
+    s_logged, steps, _ = _floats(list(cols[step_col]))
+    if not np.all(s_logged):
+        keep = s_logged
+    else:
+        keep = None
+
+    runs: dict[str, dict[str, int]] = {}
+    dropped: list[str] = []
+    for i, h in enumerate(header):
+        if i == step_col or h in _SKIP:
+            continue
+        if h.endswith(("__MIN", "__MAX")):
+            dropped.append(h)
+            continue
+        if " - " in h:
+            run, metric = h.rsplit(" - ", 1)
+        else:
+            run, metric = _run_name(path), h
+        runs.setdefault(run, {})[metric] = i
+    if not runs:
+        raise LogFormatError(path, "CSV has a step column but no metric columns")
+
+    out = []
+    errors = []
+    for run, metrics in runs.items():
+        tb = TableBuilder(path)
+        meta: dict = {"group_size": None, "wandb_run": run}
+        if short_msg:
+            warn(path, short_msg, meta)
+        if dropped:
+            meta["dropped_columns"] = [d for d in dropped if d.startswith(run + " - ")] or dropped
+        columns, logged = {}, {}
+        bad_total = {}
+        for metric, i in metrics.items():
+            m, v, bad = _floats(list(cols[i]))
+            if keep is not None:
+                m = m & keep
+            if bad:
+                bad_total[metric] = bad
+            columns[metric], logged[metric] = v, m
+        st = np.where(np.isnan(steps), 0, steps)
+        tb.add_block(st, columns, logged)
+        if bad_total:
+            meta["non_numeric_values"] = bad_total
+            warn(path, f"run {run!r}: non-numeric cells read as NaN in {', '.join(bad_total)}", meta)
+        if len(tb) == 0:
+            continue
+        try:
+            out.append(tb.finish(name=run, format="wandb_csv", meta=meta, require_reward=require_reward))
+        except LogFormatError as e:
+            errors.append(f"run {run!r}: {e.problem}")
+    if not out:
+        raise LogFormatError(path, "; ".join(errors) if errors else "no run has any logged value")
+    if errors:
+        warn(path, f"skipped {len(errors)} run(s): {'; '.join(errors)}", out[0].meta)
+    return out
+
+
+def merge_runs(runs: list[RunLog]) -> RunLog:
+    """Merge run logs of one run split over several files (e.g. one W&B panel CSV per metric).
+
+    Columns are aligned on the union of steps; where two files hold the same column the later
+    file wins at the steps it logged.
+    """
+    steps = np.unique(np.concatenate([r.steps for r in runs]))
+    cols: dict[str, np.ndarray] = {}
+    meta: dict = {"merged_from": [r.source for r in runs], "warnings": [], "mapping": {}}
+    for r in runs:
+        pos = np.searchsorted(steps, r.steps)
+        for k, v in r.columns.items():
+            a = cols.setdefault(k, np.full(steps.shape, np.nan))
+            ok = ~np.isnan(v)
+            a[pos[ok]] = v[ok]
+        meta["warnings"].extend(r.meta.get("warnings", []))
+        meta["mapping"].update(r.meta.get("mapping", {}))
+        meta.setdefault("group_size", r.meta.get("group_size"))
+    rm, ev = cols.get("reward_mean"), cols.get("eval_reward")
+    meta["n_train_points"] = int(np.count_nonzero(~np.isnan(rm))) if rm is not None else 0
+    meta["n_eval_points"] = int(np.count_nonzero(~np.isnan(ev))) if ev is not None else 0
+    return RunLog(
+        name=runs[0].name,
+        source=os.path.commonpath([r.source for r in runs]) if len(runs) > 1 else runs[0].source,
+        format=runs[0].format,
+        steps=steps,
+        columns=cols,
+        meta=meta,
+    )
