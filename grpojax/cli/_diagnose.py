@@ -1,0 +1,114 @@
+"""``grpojax diagnose LOG``: failure-mode report of a training log (table, diagnosis.json, dashboard)."""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+import warnings
+
+from grpojax.cli._common import CLIError, console, err_console, out_dir, write_json
+
+DESCRIPTION = """\
+Read a GRPO training log (TRL trainer_state.json or console, verl console/JSONL, TensorBoard,
+W&B CSV, OpenRLHF, grpojax JSONL; auto-detected) and diagnose the four failure modes -- reward
+hacking, advantage degeneracy, policy concentration, dynamical instability -- plus the
+mean-field validity of the oscillator model. Prints one table row per mode (verdict, severity,
+evidence), writes DIR/diagnosis.json and a dashboard PNG per run. A detector whose columns are
+missing answers insufficient_data and says which.
+
+Example:
+  grpojax diagnose outputs/checkpoint-500/trainer_state.json --out out/diag
+  grpojax diagnose run.log --set entropy_ratio=0.1 --set frac_zero_std_late=0.6
+"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("diagnose", help="diagnose failure modes from a training log",
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("log", help="log file or folder")
+    p.add_argument("--out", default="out/diagnose", help="output folder (default: out/diagnose)")
+    p.add_argument("--format", default=None, help="force a log format instead of auto-detection")
+    p.add_argument("--run", default=None, help="only the run with this name (logs with several runs)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a DiagnoseConfig threshold (repeatable)")
+    p.add_argument("--no-plot", action="store_true", help="skip the dashboard PNG")
+    p.add_argument("--no-validity", action="store_true", help="skip the mean-field validity fit")
+    p.set_defaults(func=run)
+
+
+def _config(overrides: list[str]):
+    from grpojax.diagnose import DEFAULT_CONFIG  # noqa: PLC0415
+
+    kv = {}
+    for item in overrides:
+        if "=" not in item:
+            raise CLIError(f"--set expects NAME=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            kv[k.strip()] = float(v)
+        except ValueError:
+            raise CLIError(f"--set {k.strip()}: {v!r} is not a number") from None
+    return DEFAULT_CONFIG.replace(**kv) if kv else DEFAULT_CONFIG
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "run"
+
+
+def _table(diagnosis):
+    from rich.table import Table  # noqa: PLC0415
+
+    t = Table(title=f"grpojax diagnose: {diagnosis.run}", show_lines=True,
+              caption="! = statistic past its threshold")
+    t.add_column("mode", style="bold")
+    t.add_column("verdict")
+    t.add_column("severity", justify="right")
+    t.add_column("evidence")
+    style = {"detected": "bold red", "violated": "bold yellow", "not_detected": "green", "valid": "green",
+             "insufficient_data": "dim"}
+    for mode, res in diagnosis.results.items():
+        if res.verdict == "insufficient_data":
+            evidence = res.reason
+        else:
+            shown = [e for e in res.evidence if e.op != "info"][:3]
+            evidence = "\n".join(e.describe() for e in shown) or res.reason
+        sev = f"{res.severity:.2f} ({res.level})" if res.detected else "-"
+        t.add_row(mode.replace("_", " "), f"[{style.get(res.verdict, '')}]{res.verdict}[/]", sev, evidence)
+    return t
+
+
+def run(args) -> int:
+    from grpojax.diagnose import diagnose  # noqa: PLC0415
+    from grpojax.logs import read_log  # noqa: PLC0415
+
+    cfg = _config(args.set)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runs = read_log(args.log, format=args.format)
+    for w in caught:
+        err_console.print(f"warning: {str(w.message).splitlines()[0]}", markup=False, highlight=False)
+    if args.run is not None:
+        runs = [r for r in runs if r.name == args.run]
+        if not runs:
+            raise CLIError(f"{args.log}: no run named {args.run!r}")
+    out = out_dir(args.out)
+    reports = []
+    for r in runs:
+        d = diagnose(r, config=cfg, validity=not args.no_validity)
+        console.print(_table(d))
+        rep = {"source": str(getattr(r, "source", args.log)), "format": getattr(r, "format", None),
+               **d.to_dict()}
+        if not args.no_plot:
+            import matplotlib.pyplot as plt  # noqa: PLC0415
+
+            from grpojax.plot import diagnosis_dashboard  # noqa: PLC0415
+
+            name = "dashboard.png" if len(runs) == 1 else f"dashboard_{_slug(r.name)}.png"
+            fig = diagnosis_dashboard(r, d, pathlib.Path(out) / name)
+            plt.close(fig)
+            rep["dashboard"] = name
+        reports.append(rep)
+    path = write_json(out, "diagnosis.json", {"log": str(args.log), "config": cfg.to_dict(), "runs": reports})
+    console.print(f"wrote {path}" + ("" if args.no_plot else " and the dashboard PNG(s)"))
+    return 0

@@ -1,0 +1,211 @@
+"""Figures of the failure-mode diagnostics: one panel per detector and the run dashboard.
+
+``draw_panel(result, ax)`` draws a :class:`grpojax.diagnose.ModeResult`'s own evidence (what
+``ModeResult.panel`` calls); ``diagnosis_dashboard(run, diagnosis)`` draws the run's reward (with the
+three-phase fit and eval points), entropy, frac_zero_std / reward_std, KL and grad norm, with each
+detected failure episode shaded in its mode's colour, plus the per-detector panels.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import textwrap
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import Patch
+
+MODE_COLORS = {
+    "reward_hacking": "tab:red",
+    "advantage_degeneracy": "tab:purple",
+    "policy_concentration": "tab:orange",
+    "dynamical_instability": "tab:brown",
+}
+MODE_LABELS = {
+    "reward_hacking": "reward hacking",
+    "advantage_degeneracy": "advantage degeneracy",
+    "policy_concentration": "policy concentration",
+    "dynamical_instability": "dynamical instability",
+    "mean_field_validity": "mean-field validity",
+}
+
+
+def _shade(ax, episodes, color, label=None):
+    for i, (a, b) in enumerate(episodes):
+        if a == b:
+            ax.axvline(a, color=color, alpha=0.25, lw=3, label=label if i == 0 else None)
+        else:
+            ax.axvspan(a, b, color=color, alpha=0.15, lw=0, label=label if i == 0 else None)
+
+
+def _verdict_title(ax, result) -> None:
+    sev = f", severity {result.severity:.2f} ({result.level})" if result.detected else ""
+    ax.set_title(f"{MODE_LABELS.get(result.mode, result.mode)}: {result.verdict}{sev}", fontsize=9)
+
+
+def draw_panel(result, ax) -> None:
+    """Draw one detector's evidence on ``ax`` (see the module docstring)."""
+    d: dict[str, Any] = result.panel_data or {}
+    _verdict_title(ax, result)
+    if result.verdict == "insufficient_data" and not d:
+        ax.text(0.5, 0.5, "\n".join(textwrap.wrap(result.reason, 40)), ha="center", va="center",
+                transform=ax.transAxes, fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return
+    color = MODE_COLORS.get(result.mode, "tab:gray")
+    if result.detected:
+        _shade(ax, result.episodes, color, "detected episode")
+    mode = result.mode
+    if mode == "reward_hacking":
+        s, r = d["reward_mean"]
+        ax.plot(s, r, color="tab:blue", alpha=0.3, lw=0.8, label="train reward (measured)")
+        ax.plot(*d["reward_smooth"], color="tab:blue", lw=1.5, label="train reward (smoothed)")
+        ax.plot(*d["eval_reward"], "o", color="tab:green", ms=4, label="eval reward (measured)")
+        ax.plot(*d["train_line"], "--", color="tab:blue", lw=1.2, label="late train trend")
+        ax.plot(*d["eval_line"], "--", color="tab:green", lw=1.2, label="late eval trend")
+        ax.set_ylabel("reward")
+    elif mode == "advantage_degeneracy":
+        if "frac_zero_std" in d:
+            ax.plot(*d["frac_zero_std"], color="tab:purple", lw=1, label="frac_zero_std (measured)")
+            ax.axhline(result_threshold(result, "frac_zero_std", 0.5), color="k", ls=":", lw=1,
+                       label="threshold")
+            ax.set_ylabel("fraction of groups with zero reward std")
+            ax.set_ylim(-0.05, 1.05)
+        elif "reward_std" in d:
+            ax.plot(*d["reward_std"], color="tab:purple", lw=1, label="reward_std (measured)")
+            ax.set_ylabel("within-group reward std")
+        zs = d.get("zero_grad_steps")
+        if zs is not None and len(zs):
+            ax.plot(zs, np.zeros_like(zs), "x", color="k", ms=5, label="grad norm = 0")
+    elif mode == "policy_concentration":
+        s, h = d["entropy"]
+        ax.plot(s, h, color="tab:orange", lw=1.2, label="entropy (measured)")
+        ax.axvline(d["half_step"], color="tab:orange", ls=":", lw=1, label="entropy halved")
+        ax.set_ylabel("entropy (nats)")
+        ax2 = ax.twinx()
+        ax2.plot(*d["reward_mean"], color="tab:blue", lw=0.8, alpha=0.6, label="reward (measured)")
+        ax2.set_ylabel("reward", color="tab:blue")
+        h1, l1 = ax.get_legend_handles_labels()
+        h2, l2 = ax2.get_legend_handles_labels()
+        ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
+        ax.set_xlabel("step")
+        return
+    elif mode == "dynamical_instability":
+        if "reward_resid" in d:
+            ax.plot(d["reward_steps"], d["reward_resid"], color="tab:brown", lw=0.7,
+                    label="detrended reward (measured)")
+            ax.set_ylabel("reward - moving average\n(in units of reward_std if logged)")
+        elif "grad_norm" in d:
+            ax.semilogy(*d["grad_norm"], color="tab:brown", lw=0.8, label="grad norm (measured)")
+            ax.set_ylabel("grad norm")
+    elif mode == "mean_field_validity":
+        s, y = d["reward_mean"]
+        ax.plot(s, y, color="tab:blue", alpha=0.35, lw=0.8, label="reward (measured)")
+        if "smooth" in d:
+            ax.plot(*d["smooth"], color="tab:blue", lw=1.3, label="moving average")
+        if "fit" in d:
+            ax.plot(*d["fit"], "--", color="k", lw=1.5, label="three-phase law (fitted)")
+        ax.set_ylabel("reward")
+    ax.set_xlabel("step")
+    ax.legend(fontsize=7, loc="best")
+
+
+def result_threshold(result, metric: str, default: float) -> float:
+    for e in result.evidence:
+        if e.metric == metric and e.op in (">=", "<=") and np.isfinite(e.threshold):
+            return e.threshold
+    return default
+
+
+def _series(run, col):
+    if col not in run.columns:
+        return None
+    s, v = run.series(col)
+    keep = np.isfinite(v)
+    return (s[keep], v[keep]) if keep.any() else None
+
+
+def diagnosis_dashboard(run, diagnosis, path: str | pathlib.Path | None = None):
+    """The run dashboard: metric panels with detected episodes shaded, plus the detector panels.
+
+    Args:
+        run: a ``RunLog`` or a mapping of columns (anything :func:`grpojax.diagnose.as_run` takes).
+        diagnosis: the :class:`grpojax.diagnose.Diagnosis` of that run.
+        path: where to save the PNG (``None``: do not save).
+
+    Returns:
+        The matplotlib ``Figure``.
+    """
+    from grpojax.diagnose import as_run  # noqa: PLC0415
+
+    r = as_run(run)
+    res = diagnosis.results
+    fig, axes = plt.subplots(4, 3, figsize=(16, 15))
+    metric_axes = axes[:2].ravel()
+    shaded = {m: res[m].episodes for m in MODE_COLORS if m in res and res[m].verdict == "detected"}
+
+    def shade_all(ax):
+        for m, eps in shaded.items():
+            _shade(ax, eps, MODE_COLORS[m])
+
+    # 1 reward with fit and eval
+    ax = metric_axes[0]
+    tr = _series(r, "reward_mean")
+    if tr is not None:
+        ax.plot(*tr, color="tab:blue", lw=0.8, alpha=0.6, label="train reward (measured)")
+    ev = _series(r, "eval_reward")
+    if ev is not None:
+        ax.plot(*ev, "o-", color="tab:green", ms=4, lw=0.8, label="eval reward (measured)")
+    val = res.get("mean_field_validity")
+    if val is not None and "fit" in val.panel_data:
+        ax.plot(*val.panel_data["fit"], "--", color="k", lw=1.5, label="three-phase law (fitted)")
+    ax.set_ylabel("reward")
+    ax.set_title("reward", fontsize=10)
+    # 2..6 single metrics
+    specs = [
+        ("entropy", "entropy (nats)", False),
+        ("frac_zero_std", "fraction of zero-std groups", False),
+        ("kl", "KL to reference (nats)", False),
+        ("grad_norm", "grad norm", True),
+        ("reward_std", "within-group reward std", False),
+    ]
+    for ax, (col, ylabel, logy) in zip(metric_axes[1:], specs):
+        data = _series(r, col)
+        ax.set_title(col, fontsize=10)
+        if data is None:
+            ax.text(0.5, 0.5, f"{col} not logged", ha="center", va="center", transform=ax.transAxes)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            continue
+        s, v = data
+        if logy and np.all(v[np.isfinite(v)] >= 0) and np.any(v > 0):
+            ax.set_yscale("symlog", linthresh=max(1e-6, float(np.min(v[v > 0]))))
+        ax.plot(s, v, color="tab:gray", lw=0.9, label=f"{col} (measured)")
+        ax.set_ylabel(ylabel)
+    for ax in metric_axes:
+        if ax.has_data():
+            shade_all(ax)
+            ax.set_xlabel("step")
+            ax.legend(fontsize=7, loc="best")
+    # per-detector panels
+    for ax, m in zip(axes[2:].ravel(), list(MODE_COLORS) + ["mean_field_validity"]):
+        if m in res:
+            draw_panel(res[m], ax)
+        else:
+            ax.set_visible(False)
+    axes[3, 2].axis("off")
+    lines = [f"{MODE_LABELS[m]}: {res[m].verdict}" + (f" ({res[m].severity:.2f})" if res[m].detected else "")
+             for m in list(MODE_COLORS) + ["mean_field_validity"] if m in res]
+    axes[3, 2].text(0.0, 1.0, "\n".join(lines), va="top", family="monospace", fontsize=9,
+                    transform=axes[3, 2].transAxes)
+    handles = [Patch(color=c, alpha=0.3, label=MODE_LABELS[m] + " (detected)")
+               for m, c in MODE_COLORS.items() if m in shaded]
+    if handles:
+        fig.legend(handles=handles, loc="upper right", fontsize=9)
+    fig.suptitle(f"grpojax diagnose: {diagnosis.run}", fontsize=12)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    if path is not None:
+        fig.savefig(path, dpi=90)
+    return fig
