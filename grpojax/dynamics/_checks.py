@@ -24,12 +24,14 @@ def check(name: str, value: Any, ok, expected: str) -> None:
     if not is_concrete(value):
         return
     arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be a real number, got {name}={value!r}")
     if not np.all(np.isfinite(arr)):
-        bad = arr[~np.isfinite(arr)].ravel()[0] if arr.ndim else arr
+        bad = arr.ravel()[np.argmin(np.isfinite(arr).ravel())].item()
         raise ValueError(f"{name} must be finite, got {name}={bad!r}")
-    good = np.asarray(ok(arr))
+    good = np.broadcast_to(np.asarray(ok(arr)), arr.shape)
     if not np.all(good):
-        bad = arr.ravel()[np.argmin(good.ravel())] if arr.ndim else arr
+        bad = arr.ravel()[np.argmin(good.ravel())].item()
         raise ValueError(f"{name} must be {expected}, got {name}={bad!r}")
 
 
