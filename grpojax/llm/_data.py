@@ -1,0 +1,110 @@
+"""Math problem datasets: GSM8K / MATH JSONL loading, prompts, deterministic batch sampling.
+
+A dataset is a list of :class:`Problem`. GSM8K records have ``question`` and ``answer`` (a worked
+solution ending in ``#### N``); MATH records have ``problem`` and ``solution`` (with ``\\boxed{}``)
+and optionally ``answer``. :func:`load_jsonl` accepts both (and ``prompt``/``answer`` pairs).
+
+Batches are drawn without global state: :func:`sample_batch` is a pure function of
+``(seed, index)``, so a resumed run draws exactly the prompts an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import zlib
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from grpojax.llm._rewards import reference_answer
+
+__all__ = ["Problem", "load_jsonl", "sample_batch", "split_heldout", "format_prompt"]
+
+
+class Problem(NamedTuple):
+    """One verifiable problem.
+
+    Attributes:
+      question: the problem text shown to the model.
+      answer: the final answer (bare string, e.g. ``"19"`` or ``"\\frac{1}{2}"``).
+      solution: a worked solution ending in the answer (for supervised warm starts), or ``""``.
+    """
+
+    question: str
+    answer: str
+    solution: str = ""
+
+
+def _record_to_problem(rec: dict, where: str) -> Problem:
+    if "question" in rec and "answer" in rec:  # GSM8K
+        sol = str(rec["answer"])
+        return Problem(str(rec["question"]), reference_answer(sol), sol)
+    if "problem" in rec and ("solution" in rec or "answer" in rec):  # MATH
+        sol = str(rec.get("solution", ""))
+        ans = str(rec["answer"]) if "answer" in rec else reference_answer(sol)
+        return Problem(str(rec["problem"]), ans, sol)
+    if "prompt" in rec and "answer" in rec:
+        return Problem(str(rec["prompt"]), reference_answer(str(rec["answer"])), "")
+    raise ValueError(
+        f"{where}: record has keys {sorted(rec)}; expected GSM8K (question, answer), "
+        "MATH (problem, solution[, answer]) or (prompt, answer)"
+    )
+
+
+def load_jsonl(path: str | pathlib.Path, *, limit: int | None = None) -> list[Problem]:
+    """Load GSM8K- or MATH-format JSONL into problems.
+
+    Raises:
+      FileNotFoundError: if ``path`` does not exist.
+      ValueError: on a line that is not JSON or lacks the expected keys (names file and line).
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset file {path} does not exist")
+    out: list[Problem] = []
+    with path.open() as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+            if not isinstance(rec, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+            out.append(_record_to_problem(rec, f"{path}:{lineno}"))
+            if limit is not None and len(out) >= limit:
+                break
+    if not out:
+        raise ValueError(f"{path}: no problems found")
+    return out
+
+
+def split_heldout(problems: Sequence[Problem], frac: float = 0.1) -> tuple[list[Problem], list[Problem]]:
+    """Split by a hash of the question (stable across runs, no question in both parts)."""
+    if not 0.0 < frac < 1.0:
+        raise ValueError(f"split_heldout: frac={frac}; expected 0 < frac < 1")
+    train, held = [], []
+    for p in problems:
+        h = zlib.crc32(p.question.encode()) % 10_000
+        (held if h < frac * 10_000 else train).append(p)
+    return train, held
+
+
+def sample_batch(problems: Sequence[Problem], batch: int, *, seed: int, index: int) -> list[Problem]:
+    """``batch`` distinct problems drawn as a pure function of ``(seed, index)``."""
+    if batch > len(problems):
+        raise ValueError(f"sample_batch: batch={batch} exceeds the dataset size {len(problems)}")
+    rng = np.random.default_rng([int(seed), int(index), 0x6770])
+    idx = rng.choice(len(problems), size=batch, replace=False)
+    return [problems[i] for i in idx]
+
+
+def format_prompt(question: str, template: str = "{question}\n") -> str:
+    """The model's prompt text for a question (``template`` has one ``{question}`` field)."""
+    if "{question}" not in template:
+        raise ValueError(f"prompt template {template!r} has no {{question}} field")
+    return template.format(question=question)

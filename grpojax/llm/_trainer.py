@@ -1,0 +1,441 @@
+"""The GRPO trainer: rollouts, rewards, advantages, K_ref updates, eval, logging, checkpoints.
+
+One *rollout* draws ``B`` prompts (a pure function of ``(seed, rollout index)``), samples ``G``
+completions each from the current (behaviour) policy, scores them and computes group advantages;
+then ``K_ref`` optimiser steps are taken on that batch (step ``k`` of the cycle sees a policy ``k``
+updates newer than the behaviour policy: the theory's periodic lag). Every optimiser step writes one
+line of the run log (``metrics.jsonl``, DESIGN.md §4 names); rollout metrics (``reward_*``,
+``response_*``, ``unparsed``) appear on the first step of each cycle, ``eval_reward`` every
+``eval.every`` steps and at step 0 (after the warm start).
+
+Exact resume: all randomness is ``fold_in`` of the seed with the step / rollout index, and the
+checkpoint holds the parameters, optimiser state, reference parameters and the current rollout
+batch, so a resumed run reproduces the uninterrupted run's metrics.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from grpojax.llm._advantages import group_advantages
+from grpojax.llm._arith import arith_problems
+from grpojax.llm._char_tokenizer import TextCodec, char_tokenizer, codec_from_tokenizer
+from grpojax.llm._checkpoint import CheckpointStore
+from grpojax.llm._data import Problem, format_prompt, load_jsonl, sample_batch, split_heldout
+from grpojax.llm._logging import RunLogger, truncate_log
+from grpojax.llm._batch_sharding import batch_sharding
+from grpojax.llm._mesh import make_mesh, param_shardings
+from grpojax.llm._optim import build_optimizer
+from grpojax.llm._rewards import score_completions
+from grpojax.llm._step import RolloutBatch, make_grpo_update, make_logprob_fn, make_sft_update
+from grpojax.llm._train_config import TrainConfig, save_config
+
+__all__ = ["GRPOTrainer", "NonFiniteLossError", "train"]
+
+_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss or gradient became NaN/inf; the run stopped and the last good state was saved."""
+
+    def __init__(self, step: int, checkpoint: pathlib.Path):
+        self.step = step
+        self.checkpoint = checkpoint
+        super().__init__(
+            f"non-finite loss or gradient at step {step}; run stopped, last good state saved to {checkpoint}"
+        )
+
+
+def _generate_fn():
+    try:
+        from grpojax.llm import generate  # issue 7's sampler
+
+        return generate
+    except ImportError:  # pragma: no cover - only before issue 7 lands
+        from grpojax.llm._simple_sampler import simple_generate
+
+        return simple_generate
+
+
+def _dtype(name: str):
+    if name not in _DTYPES:
+        raise ValueError(f"dtype {name!r}; expected one of {sorted(_DTYPES)}")
+    return _DTYPES[name]
+
+
+class GRPOTrainer:
+    """Builds everything a run needs from a :class:`TrainConfig` and runs it.
+
+    Args:
+      cfg: the run configuration (validated here).
+      out_dir: run folder: ``metrics.jsonl``, ``warmstart.jsonl``, ``config.yaml``,
+        ``tokenizer.json``, ``checkpoints/``, ``tensorboard/``.
+      devices: devices of the ``('data', 'model')`` mesh (default: all).
+    """
+
+    def __init__(self, cfg: TrainConfig, out_dir: str | pathlib.Path, *, devices=None):
+        self.cfg = cfg.validate()
+        self.out = pathlib.Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.mesh = make_mesh(model=cfg.mesh.model_axis, devices=devices)
+        self.codec = self._build_codec()
+        self.train_set, self.eval_set = self._build_data()
+        self._prompt_cache: dict[str, list[int]] = {}
+        self._check_prompts(self.eval_set[: cfg.eval.n], "eval set")
+        model = self._build_model()
+        self.model_config = model.config
+        self.graphdef, params, self.rest = nnx.split(model, nnx.Param, ...)
+        self.param_sh = param_shardings(params, self.mesh)
+        self.params = jax.device_put(params, self.param_sh)
+        self.tx, self.schedule = build_optimizer(cfg.optim, cfg.steps)
+        self.opt_state = self._init_opt(self.tx, self.params)
+        self.opt_sh = jax.tree.map(lambda x: x.sharding, self.opt_state)
+        g = cfg.grpo
+        self.update = make_grpo_update(
+            self.graphdef, self.rest, self.tx, beta=g.beta, eps_low=g.eps_low, eps_high=g.eps_high,
+            aggregation=g.aggregation, param_sharding=self.param_sh, opt_sharding=self.opt_sh,
+        )
+        self.logprob_fn = make_logprob_fn(self.graphdef, self.rest)
+        self.ref_params = None if g.beta == 0 else jax.tree.map(jnp.copy, self.params)
+        self.batch = self._empty_batch()
+        self._generate = _generate_fn()
+        self.key = jax.random.key(cfg.seed)
+
+    # ------------------------------------------------------------------ building
+    def _build_codec(self) -> TextCodec:
+        t = self.cfg.tokenizer
+        if t.kind == "char":
+            return codec_from_tokenizer(char_tokenizer())
+        from tokenizers import Tokenizer
+
+        path = pathlib.Path(t.path or self.cfg.model.pretrained or "")
+        if path.is_dir():
+            path = path / "tokenizer.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"tokenizer file {path} does not exist (tokenizer.path / model.pretrained)")
+        return codec_from_tokenizer(Tokenizer.from_file(str(path)))
+
+    def _build_data(self) -> tuple[list[Problem], list[Problem]]:
+        d = self.cfg.data
+        if d.source == "arith":
+            pool = arith_problems(d.n_train + max(4 * self.cfg.eval.n, 200), difficulty=d.difficulty, seed=self.cfg.seed)
+            pool = list({p.question: p for p in pool}.values())
+            train, held = split_heldout(pool, d.heldout_frac)
+        else:
+            data = load_jsonl(d.path)
+            if d.eval_path:
+                train, held = data, load_jsonl(d.eval_path)
+            else:
+                train, held = split_heldout(data, d.heldout_frac)
+        if len(train) < self.cfg.grpo.prompts_per_step:
+            raise ValueError(f"training set has {len(train)} problems; need >= grpo.prompts_per_step")
+        if self.cfg.eval.n > len(held):
+            raise ValueError(f"eval.n={self.cfg.eval.n} exceeds the {len(held)} held-out problems")
+        return train, held
+
+    def _build_model(self):
+        from grpojax.llm import CausalLM, ModelConfig
+
+        m = self.cfg.model
+        dtype, pdtype = _dtype(m.dtype), _dtype(m.param_dtype)
+        if m.pretrained:
+            from grpojax.llm import load_pretrained
+
+            return load_pretrained(m.pretrained, dtype=dtype)
+        head_dim = m.hidden_size // m.num_attention_heads
+        mc = ModelConfig(
+            vocab_size=self.codec.vocab_size, hidden_size=m.hidden_size, intermediate_size=m.intermediate_size,
+            num_hidden_layers=m.num_hidden_layers, num_attention_heads=m.num_attention_heads,
+            num_key_value_heads=m.num_key_value_heads, head_dim=head_dim, rope_theta=m.rope_theta,
+            tie_word_embeddings=m.tie_word_embeddings, attention_bias=True,
+            max_position_embeddings=m.max_position_embeddings, eos_token_id=(self.codec.eos_id,),
+            pad_token_id=self.codec.pad_id, model_type="qwen2",
+        )
+        return CausalLM(mc, rngs=nnx.Rngs(self.cfg.seed), dtype=dtype, param_dtype=pdtype)
+
+    def _init_opt(self, tx, params):
+        return jax.jit(tx.init)(params)
+
+    def _context(self) -> int:
+        m = self.cfg.model
+        return int(self.model_config.max_position_embeddings if m.pretrained else m.max_position_embeddings)
+
+    def _empty_batch(self) -> RolloutBatch:
+        S = self.cfg.grpo.prompts_per_step * self.cfg.grpo.group_size
+        Pn, N = self.cfg.data.max_prompt_len, self.cfg.sampling.max_new_tokens
+        sh = lambda shape: batch_sharding(self.mesh, shape)  # noqa: E731
+        z = lambda shape, dt: jax.device_put(jnp.zeros(shape, dt), sh(shape))  # noqa: E731
+        return RolloutBatch(z((S, Pn), jnp.int32), z((S, Pn), jnp.bool_), z((S, N), jnp.int32),
+                            z((S, N), jnp.bool_), z((S, N), jnp.float32), z((S, N), jnp.float32), z((S,), jnp.float32))
+
+    # ------------------------------------------------------------------ prompts
+    def _prompt_ids(self, question: str) -> list[int]:
+        ids = self._prompt_cache.get(question)
+        if ids is None:
+            ids = self.codec.encode(format_prompt(question, self.cfg.data.prompt_template))
+            self._prompt_cache[question] = ids
+        return ids
+
+    def _check_prompts(self, problems: list[Problem], where: str) -> None:
+        limit = self.cfg.data.max_prompt_len
+        for i, p in enumerate(problems):
+            n = len(self._prompt_ids(p.question))
+            if n > limit:
+                raise ValueError(
+                    f"prompt {i} of the {where} has {n} tokens, longer than data.max_prompt_len={limit} "
+                    f"(context {self._context()} = prompt {limit} + sampling.max_new_tokens "
+                    f"{self.cfg.sampling.max_new_tokens}): {p.question[:60]!r}..."
+                )
+
+    def _pad_prompts(self, problems: list[Problem], repeat: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        self._check_prompts(problems, "batch")
+        Pn = self.cfg.data.max_prompt_len
+        toks = np.full((len(problems), Pn), self.codec.pad_id, np.int32)
+        mask = np.zeros((len(problems), Pn), bool)
+        for i, p in enumerate(problems):
+            ids = self._prompt_ids(p.question)
+            toks[i, Pn - len(ids):] = ids
+            mask[i, Pn - len(ids):] = True
+        return np.repeat(toks, repeat, 0), np.repeat(mask, repeat, 0)
+
+    def _put(self, x):
+        x = jnp.asarray(x)
+        return jax.device_put(x, batch_sharding(self.mesh, x.shape))
+
+    def _sample(self, params, prompt, mask, *, key, greedy=False):
+        model = nnx.merge(self.graphdef, params, self.rest)
+        s = self.cfg.sampling
+        out = self._generate(
+            model, self._put(prompt), self._put(mask), key=key, max_new_tokens=s.max_new_tokens,
+            temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, greedy=greedy, eos_id=self.codec.eos_id,
+        )
+        return out.completion, out.logprobs, out.completion_mask
+
+    def _texts(self, completion: np.ndarray, cmask: np.ndarray) -> list[str]:
+        return [self.codec.decode(row[m]) for row, m in zip(completion, cmask)]
+
+    # ------------------------------------------------------------------ phases
+    def warmstart(self, *, progress=None) -> dict:
+        """Supervised phase on worked solutions (``warmstart.steps``); logs ``warmstart.jsonl``."""
+        w = self.cfg.warmstart
+        if w.steps <= 0:
+            return {}
+        tx, _ = build_optimizer(
+            type("O", (), dict(name="adamw", lr=w.lr, b1=0.9, b2=0.99, weight_decay=0.0, grad_clip=1.0,
+                               schedule="cosine", warmup_steps=w.warmup_steps, momentum=0.0))(), w.steps,
+        )
+        opt = self._init_opt(tx, self.params)
+        sft = make_sft_update(self.graphdef, self.rest, tx, param_sharding=self.param_sh,
+                              opt_sharding=jax.tree.map(lambda x: x.sharding, opt))
+        N = self.cfg.sampling.max_new_tokens
+        truncated = 0
+        losses = []
+        task = progress.add_task("warm start (SFT)", total=w.steps) if progress else None
+        with RunLogger(self.out / "warmstart.jsonl") as log:
+            for i in range(w.steps):
+                probs = sample_batch(self.train_set, w.batch_size, seed=self.cfg.seed + 1, index=i)
+                prompt, pmask = self._pad_prompts(probs)
+                target = np.full((len(probs), N), self.codec.pad_id, np.int32)
+                tmask = np.zeros((len(probs), N), bool)
+                for j, p in enumerate(probs):
+                    ids = self.codec.encode(p.solution or f"#### {p.answer}") + [self.codec.eos_id]
+                    truncated += len(ids) > N
+                    ids = ids[:N]
+                    target[j, : len(ids)] = ids
+                    tmask[j, : len(ids)] = True
+                self.params, opt, loss = sft(self.params, opt, self._put(prompt), self._put(pmask),
+                                             self._put(target), self._put(tmask))
+                if i % 10 == 0 or i == w.steps - 1:
+                    losses.append(float(loss))
+                    log.log(i, {"sft_loss": float(loss), "truncated_targets": truncated})
+                if task is not None:
+                    progress.advance(task)
+        if self.ref_params is not None:
+            self.ref_params = jax.tree.map(jnp.copy, self.params)
+        return {"sft_loss_first": losses[0], "sft_loss_last": losses[-1], "truncated_targets": truncated}
+
+    def evaluate(self, step: int) -> dict:
+        """Accuracy on the first ``eval.n`` held-out problems: sampled (``eval_reward``) and greedy."""
+        e = self.cfg.eval
+        if e.n <= 0:
+            return {}
+        probs = self.eval_set[: e.n]
+        answers = [p.answer for p in probs for _ in range(e.samples)]
+        prompt, mask = self._pad_prompts(probs, repeat=e.samples)
+        t0 = time.perf_counter()
+        key = jax.random.fold_in(jax.random.fold_in(self.key, 2), step)
+        comp, _, cm = self._sample(self.params, prompt, mask, key=key)
+        scored = score_completions(self._texts(np.asarray(comp), np.asarray(cm)), answers,
+                                   self.cfg.rewards.weights)
+        out = {"eval_reward": float(scored.correct.mean()), "eval_unparsed": scored.unparsed}
+        if e.greedy:
+            prompt1, mask1 = self._pad_prompts(probs)
+            comp, _, cm = self._sample(self.params, prompt1, mask1, key=key, greedy=True)
+            g = score_completions(self._texts(np.asarray(comp), np.asarray(cm)), [p.answer for p in probs],
+                                  self.cfg.rewards.weights)
+            out["eval_accuracy_greedy"] = float(g.correct.mean())
+        out["timing_s/eval"] = time.perf_counter() - t0
+        return out
+
+    def rollout(self, index: int) -> dict:
+        """Draw rollout ``index``: sample, score, advantages, reference log-probs -> ``self.batch``."""
+        g, s = self.cfg.grpo, self.cfg.sampling
+        B, G = g.prompts_per_step, g.group_size
+        probs = sample_batch(self.train_set, B, seed=self.cfg.seed, index=index)
+        prompt, pmask = self._pad_prompts(probs, repeat=G)
+        t0 = time.perf_counter()
+        key = jax.random.fold_in(jax.random.fold_in(self.key, 1), index)
+        comp, logp, cmask = self._sample(self.params, prompt, pmask, key=key)
+        comp_h, cmask_h = np.asarray(comp), np.asarray(cmask)
+        t1 = time.perf_counter()
+        answers = [p.answer for p in probs for _ in range(G)]
+        scored = score_completions(self._texts(comp_h, cmask_h), answers, self.cfg.rewards.weights)
+        rewards = scored.rewards.reshape(B, G)
+        adv = np.asarray(group_advantages(jnp.asarray(rewards, jnp.float32), g.advantage, eps=g.adv_eps))
+        t2 = time.perf_counter()
+        prompt_d, pmask_d = self._put(prompt), self._put(pmask)
+        if g.beta > 0:
+            ref = self.logprob_fn(self.ref_params, prompt_d, pmask_d, comp)
+        else:
+            ref = jnp.zeros(comp.shape, jnp.float32)
+        self.batch = RolloutBatch(prompt_d, pmask_d, self._put(comp), self._put(cmask),
+                                  self._put(jnp.asarray(logp, jnp.float32)), self._put(ref),
+                                  self._put(adv.reshape(-1).astype(np.float32)))
+        jax.block_until_ready(self.batch)
+        t3 = time.perf_counter()
+        lengths = cmask_h.sum(1)
+        has_eos = ((comp_h == self.codec.eos_id) & cmask_h).any(1)
+        group_std = rewards.std(axis=1)
+        out = {
+            "reward_mean": float(rewards.mean()),
+            "reward_std": float(group_std.mean()),
+            "frac_zero_std": float((group_std == 0).mean()),
+            "accuracy": float(scored.correct.mean()),
+            "unparsed": scored.unparsed,
+            "response_length": float(lengths.mean()),
+            "response_clip_frac": float((~has_eos).mean()),
+            "timing_s/rollout": t1 - t0,
+            "timing_s/reward": t2 - t1,
+            "timing_s/ref": t3 - t2,
+        }
+        for name, comp_r in scored.components.items():
+            if len(scored.components) > 1:
+                out[f"reward/{name}"] = float(comp_r.mean())
+        return out
+
+    # ------------------------------------------------------------------ state
+    def state(self) -> dict:
+        return {"params": self.params, "opt_state": self.opt_state, "ref_params": self.ref_params,
+                "batch": self.batch}
+
+    def _set_state(self, st: dict) -> None:
+        self.params = jax.device_put(st["params"], self.param_sh)
+        self.opt_state = jax.device_put(st["opt_state"], self.opt_sh)
+        self.ref_params = st["ref_params"]
+        self.batch = RolloutBatch(*st["batch"])
+
+    def train(self, *, resume: bool = True, stop_after: int | None = None, show_progress: bool = True) -> dict:
+        """Run (or resume) the whole run; return a summary dict.
+
+        Args:
+          resume: continue from the latest checkpoint in ``out_dir/checkpoints`` when there is one.
+          stop_after: stop (with a checkpoint) after this optimiser step, as if killed there.
+          show_progress: show a rich progress bar.
+
+        Raises:
+          NonFiniteLossError: the loss went NaN/inf (the last good state is checkpointed).
+        """
+        from grpojax.cli._common import progress as make_progress
+
+        cfg = self.cfg
+        save_config(cfg, self.out / "config.yaml")
+        self.codec.save(self.out / "tokenizer.json")
+        store = CheckpointStore(self.out / "checkpoints", keep=cfg.checkpoint.keep)
+        log_path = self.out / "metrics.jsonl"
+        start = 0
+        summary: dict[str, Any] = {"warmstart": {}}
+        if resume and store.latest_step() is not None:
+            st, meta = store.restore(self.state())
+            self._set_state(st)
+            start = int(meta["step"])
+            truncate_log(log_path, start)
+            summary["resumed_from"] = start
+        else:
+            if log_path.exists():
+                log_path.unlink()
+        logger = RunLogger(log_path, tensorboard_dir=self.out / "tensorboard" if cfg.log.tensorboard else None)
+        K = cfg.grpo.k_ref
+        end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
+        evals: list[tuple[int, float]] = []
+        bar = make_progress() if show_progress else None
+        try:
+            if bar is not None:
+                bar.start()
+            if start == 0 and "resumed_from" not in summary:
+                summary["warmstart"] = self.warmstart(progress=bar)
+                rec = self.evaluate(0)
+                logger.log(0, rec)
+                if rec:
+                    evals.append((0, rec["eval_reward"]))
+                store.save(0, self.state(), {"phase": "post_warmstart"})
+            task = bar.add_task("GRPO", total=cfg.steps, completed=start) if bar else None
+            last = start
+            for step in range(start + 1, end + 1):
+                t0 = time.perf_counter()
+                rec: dict[str, Any] = {}
+                cycle = (step - 1) % K
+                if cycle == 0:
+                    rec.update(self.rollout((step - 1) // K))
+                t1 = time.perf_counter()
+                self.params, self.opt_state, m = self.update(self.params, self.opt_state, self.batch,
+                                                             jnp.asarray(cycle == 0))
+                terms = jax.device_get(m.terms)
+                finite = bool(m.finite)
+                rec.update({
+                    "loss": float(terms.loss), "kl": float(terms.kl), "entropy": float(terms.entropy),
+                    "grad_norm": float(m.grad_norm), "lr": float(self.schedule(step - 1)),
+                    "is_ratio_mean": float(terms.is_ratio_mean), "is_ratio_max": float(terms.is_ratio_max),
+                    "clip_frac": float(terms.clip_frac), "refresh_lag": cycle,
+                    "timing_s/update": time.perf_counter() - t1,
+                })
+                if not finite:
+                    logger.log(step, rec)
+                    path = store.save(step - 1, self.state(), {"phase": "nonfinite", "bad_step": step})
+                    raise NonFiniteLossError(step, path)
+                if cfg.eval.every and (step % cfg.eval.every == 0 or step == cfg.steps):
+                    ev = self.evaluate(step)
+                    rec.update(ev)
+                    if ev:
+                        evals.append((step, ev["eval_reward"]))
+                rec["timing_s/step"] = time.perf_counter() - t0
+                logger.log(step, rec)
+                last = step
+                if cfg.checkpoint.every and step % cfg.checkpoint.every == 0 and step != end:
+                    store.save(step, self.state(), {"phase": "grpo"})
+                if task is not None:
+                    bar.update(task, completed=step,
+                               description=f"GRPO reward={rec.get('reward_mean', math.nan):.2f}")
+            store.save(last, self.state(), {"phase": "grpo" if last < cfg.steps else "done"})
+        finally:
+            if bar is not None:
+                bar.stop()
+            logger.close()
+            store.close()
+        summary.update({"last_step": last, "evals": evals, "log": str(log_path)})
+        return summary
+
+
+def train(cfg: TrainConfig, out_dir: str | pathlib.Path, *, resume: bool = True, stop_after: int | None = None,
+          show_progress: bool = True, devices=None) -> dict:
+    """Build a :class:`GRPOTrainer` and run it (see :meth:`GRPOTrainer.train`)."""
+    trainer = GRPOTrainer(cfg, out_dir, devices=devices)
+    return trainer.train(resume=resume, stop_after=stop_after, show_progress=show_progress)
+
