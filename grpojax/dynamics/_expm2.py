@@ -14,12 +14,14 @@ elementwise, hence vectorises over parameter sets and times for free; it is chec
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
 _SERIES_X = 1e-2  # |q² t²| below which the Taylor series is used (next term ≈ x⁴/40320 < 3e-13)
 
 
+@jax.jit
 def expm2_coefficients(s: Array, d: Array, t: Array) -> tuple[Array, Array]:
     """Return ``(e^{st} c(t), e^{st} σ(t))`` for trace/2 ``s``, determinant ``d`` and time ``t`` (broadcast)."""
     s, d, t = jnp.broadcast_arrays(*(jnp.asarray(x) * 1.0 for x in (s, d, t)))
@@ -63,6 +65,7 @@ def expm2_coefficients(s: Array, d: Array, t: Array) -> tuple[Array, Array]:
     return c, sig
 
 
+@jax.jit
 def expm2(F: Array, t: Array) -> Array:
     """exp(F t) for real 2×2 matrices ``F`` of shape ``(..., 2, 2)`` and times ``t`` of shape ``(...)``."""
     F = jnp.asarray(F) * 1.0

@@ -10,6 +10,7 @@ in every regime). As M → 0 it tends to e₀ exp(−K_eff t / C).
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
@@ -18,6 +19,7 @@ from grpojax.dynamics._expm2 import expm2, expm2_coefficients
 from grpojax.dynamics._params import OscillatorParams
 
 
+@jax.jit
 def drift_matrix(p: OscillatorParams) -> Array:
     """F = [[0, 1], [−K_eff/M, −C/M]], shape ``(..., 2, 2)``."""
     M, C, K = jnp.broadcast_arrays(p.M * 1.0, p.C * 1.0, p.K_eff * 1.0)
@@ -30,9 +32,15 @@ def drift_matrix(p: OscillatorParams) -> Array:
 def transition_matrix(p: OscillatorParams, dt: ArrayLike) -> Array:
     """exp(F Δt), the deterministic state transition over ``dt`` steps, shape ``(..., 2, 2)``."""
     check("dt", dt, lambda a: a >= 0, ">= 0")
-    return expm2(drift_matrix(p), jnp.asarray(dt))
+    return _transition(p, jnp.asarray(dt))
 
 
+@jax.jit
+def _transition(p: OscillatorParams, dt: Array) -> Array:
+    return expm2(drift_matrix(p), dt)
+
+
+@jax.jit
 def response_from_rest(p: OscillatorParams, t: ArrayLike) -> Array:
     """φ(t) = e(t)/e₀ from rest: 1 at t = 0 with zero slope; broadcast over ``p`` and ``t``."""
     s = -p.C / (2.0 * p.M)
@@ -58,7 +66,7 @@ def trajectory(p: OscillatorParams, t: ArrayLike, *, e0: ArrayLike = 1.0) -> Arr
 def state_trajectory(p: OscillatorParams, t: ArrayLike, x0: ArrayLike) -> Array:
     """Full state (e, ė)(t) = exp(F t) x0 for an arbitrary initial state ``x0`` of shape ``(..., 2)``."""
     check("t", t, lambda a: a >= 0, ">= 0 (steps since the start)")
-    Phi = transition_matrix(p, jnp.asarray(t))
+    Phi = _transition(p, jnp.asarray(t))
     return jnp.einsum("...ij,...j->...i", Phi, jnp.asarray(x0) * 1.0)
 
 
