@@ -108,3 +108,11 @@ def test_bad_input_raises_naming_the_value(kwargs, match):
 def test_bad_input_in_arrays_names_the_offending_entry():
     with pytest.raises(ValueError, match=r"mu=.*1\.5"):
         dyn.from_hyperparams(0.1, jnp.array([0.5, 1.5]), 2, 1.0)
+
+
+def test_oscillatory_eta_puts_zeta_at_one():
+    for lag in ("constant", "periodic"):
+        for k0 in (0.0, 0.2):
+            eta = dyn.oscillatory_eta(0.9, 6, 0.4, lag=lag, k_instant=k0)
+            p = dyn.from_hyperparams(eta, 0.9, 6, 0.4, lag=lag, k_instant=k0)
+            assert float(dyn.damping_ratio(p)) == pytest.approx(1.0, rel=1e-10)

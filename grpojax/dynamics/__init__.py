@@ -26,7 +26,7 @@ from grpojax.dynamics._stability import (
     spectral_radius_constant,
     spectral_radius_periodic,
 )
-from grpojax.dynamics._thresholds import critical_eta, critical_k_ref, oscillatory_k_ref
+from grpojax.dynamics._thresholds import critical_eta, critical_k_ref, oscillatory_eta, oscillatory_k_ref
 from grpojax.dynamics._trajectory import (
     drift_matrix,
     mean_reward,
@@ -63,6 +63,7 @@ __all__ = [
     "lag_tau",
     "mean_reward",
     "natural_frequency",
+    "oscillatory_eta",
     "oscillatory_k_ref",
     "regime",
     "regime_name",

@@ -70,3 +70,25 @@ def oscillatory_k_ref(
     tau = jnp.where(qc <= 0, 0.0, tau)
     tau = jnp.where(a > 0, tau, jnp.inf)
     return _k_ref_from_tau(tau, lag)
+
+
+def oscillatory_eta(
+    mu: ArrayLike, k_ref: ArrayLike, curvature: ArrayLike, *, lag: str = "constant", k_instant: ArrayLike = 0.0
+) -> Array:
+    """Learning rate at which the closed-form oscillator turns underdamped (ζ = 1) at fixed K_ref.
+
+    With a = η K_d and r = K_0/K_d, ζ = 1 reads A a² + B a − (1 − μ)² = 0 with A = τ²(1 + 2r) and
+    B = 2(1 − μ)τ + 2(1 + r)(1 + μ); the positive root is a = 2(1 − μ)² / (B + sqrt(B² + 4A(1 − μ)²)).
+    Returns ``+inf`` when K_d ≤ 0.
+    """
+    check_lag(lag)
+    check_hyperparams(mu=mu, k_ref=k_ref, curvature=curvature, k_instant=k_instant)
+    mu = jnp.asarray(mu) * 1.0
+    kd = jnp.asarray(curvature) * 1.0
+    safe_kd = jnp.where(kd > 0, kd, 1.0)
+    r = jnp.asarray(k_instant) / safe_kd
+    tau = _tau_from_k_ref(jnp.asarray(k_ref), lag)
+    A = tau**2 * (1.0 + 2.0 * r)
+    B = 2.0 * (1.0 - mu) * tau + 2.0 * (1.0 + r) * (1.0 + mu)
+    a = 2.0 * (1.0 - mu) ** 2 / (B + jnp.sqrt(B**2 + 4.0 * A * (1.0 - mu) ** 2))
+    return jnp.where(kd > 0, a / safe_kd, jnp.inf)
