@@ -1,0 +1,158 @@
+"""Validation and normalisation of reward curves before any fit (host-side, concrete NumPy).
+
+Every public fit entry point calls :func:`check_curve` first, so that bad input fails with one
+clear ``ValueError`` instead of deep inside JAX:
+
+- fewer than ``MIN_POINTS`` (8) finite observations;
+- NaN/inf rewards (single-curve fits; the batched least squares treats NaN as *missing*, see
+  :func:`grpojax.fit.fit_laws_batched`);
+- steps that are not finite and strictly increasing;
+- a constant curve (zero variance: nothing to fit).
+
+Fits run in normalised units (``t_n = (t − t₀)/span``, ``y_n = (y − centre)/scale``) so that the
+same starting values and priors work for any step count and reward scale; results are mapped back.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+MIN_POINTS = 8
+"""Fewest finite observations a curve may have (three_phase has 4 parameters + noise)."""
+
+
+class Curve(NamedTuple):
+    """A validated curve in normalised units.
+
+    Attributes:
+        steps: original steps ``(T,)`` (float64).
+        y: original rewards ``(T,)`` (NaN where missing).
+        t: normalised time ``(steps − t0)/span`` in [0, 1], ``(T,)``.
+        yn: normalised rewards ``(y − center)/scale`` (NaN where missing), ``(T,)``.
+        mask: ``True`` where observed, ``(T,)``.
+        t0, span, center, scale: the normalisation (floats).
+    """
+
+    steps: np.ndarray
+    y: np.ndarray
+    t: np.ndarray
+    yn: np.ndarray
+    mask: np.ndarray
+    t0: float
+    span: float
+    center: float
+    scale: float
+
+    def to_steps(self, t_n):
+        return self.t0 + np.asarray(t_n) * self.span
+
+    def to_t(self, steps):
+        return (np.asarray(steps, float) - self.t0) / self.span
+
+    def to_reward(self, y_n):
+        return self.center + np.asarray(y_n) * self.scale
+
+
+def check_steps(steps, name: str = "steps") -> np.ndarray:
+    """Finite, 1-d, strictly increasing steps as float64, else ``ValueError``."""
+    s = np.asarray(steps, dtype=float)
+    if s.ndim != 1:
+        raise ValueError(f"{name} must be a 1-d array, got shape {s.shape}")
+    if not np.all(np.isfinite(s)):
+        raise ValueError(f"{name} must be finite, got {name}[{int(np.argmin(np.isfinite(s)))}]={s[~np.isfinite(s)][0]!r}")
+    if s.size > 1 and not np.all(np.diff(s) > 0):
+        i = int(np.argmin(np.diff(s) > 0))
+        raise ValueError(f"{name} must be strictly increasing, got {name}[{i}]={s[i]!r} >= {name}[{i + 1}]={s[i + 1]!r}")
+    return s
+
+
+def check_curve(steps, values, *, allow_missing: bool = False, min_points: int = MIN_POINTS) -> Curve:
+    """Validate a reward curve and return it normalised.
+
+    Args:
+        steps: ``(T,)`` strictly increasing finite steps.
+        values: ``(T,)`` rewards. NaN is an error unless ``allow_missing`` (then it marks a missing
+            observation); ±inf is always an error.
+        allow_missing: accept NaN as missing.
+        min_points: fewest finite observations required.
+
+    Returns:
+        :class:`Curve`.
+
+    Raises:
+        ValueError: naming the problem (length mismatch, too few points, NaN/inf, non-increasing
+            steps, constant curve).
+    """
+    s = check_steps(steps)
+    y = np.asarray(values, dtype=float)
+    if y.shape != s.shape:
+        raise ValueError(f"values must have the same shape as steps, got {y.shape} and {s.shape}")
+    if np.any(np.isinf(y)):
+        i = int(np.argmax(np.isinf(y)))
+        raise ValueError(f"rewards must be finite, got values[{i}]={y[i]!r} at step {s[i]:g}")
+    mask = np.isfinite(y)
+    if not allow_missing and not np.all(mask):
+        i = int(np.argmin(mask))
+        raise ValueError(
+            f"rewards must be finite, got values[{i}]=nan at step {s[i]:g} (drop missing steps, or use "
+            "a model that accepts NaN as missing)"
+        )
+    n = int(mask.sum())
+    if n < min_points:
+        raise ValueError(f"a curve needs at least {min_points} finite points to fit, got {n}")
+    obs = y[mask]
+    scale = float(np.std(obs))
+    if not scale > 0 or scale < 1e-12 * max(1.0, float(np.max(np.abs(obs)))):
+        raise ValueError(f"the curve is constant (every reward = {obs[0]!r}): there is nothing to fit")
+    t0 = float(s[0])
+    span = float(s[-1] - s[0])
+    center = float(np.mean(obs))
+    return Curve(
+        steps=s,
+        y=y,
+        t=(s - t0) / span,
+        yn=(y - center) / scale,
+        mask=mask,
+        t0=t0,
+        span=span,
+        center=center,
+        scale=scale,
+    )
+
+
+def moving_average(y: np.ndarray, window: int) -> np.ndarray:
+    """Centred moving average over ``window`` points, NaN where the window is incomplete.
+
+    ``y`` may be ``(..., T)``; missing (NaN) points inside a window make that window NaN.
+    """
+    window = int(window)
+    if window < 1:
+        raise ValueError(f"smoothing window must be a positive integer, got {window}")
+    y = np.asarray(y, dtype=float)
+    if window == 1:
+        return y.copy()
+    T = y.shape[-1]
+    out = np.full_like(y, np.nan)
+    if T < window:
+        return out
+    c = np.cumsum(np.concatenate([np.zeros(y.shape[:-1] + (1,)), y], axis=-1), axis=-1)
+    ma = (c[..., window:] - c[..., :-window]) / window
+    lo = (window - 1) // 2
+    out[..., lo : lo + ma.shape[-1]] = ma
+    return out
+
+
+def noise_variance(y: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Observation-noise variance estimated from second differences: ``mean((Δ²y)²)/6``.
+
+    For ``y = f + ε`` with smooth ``f`` and white ``ε`` of variance σ², ``Var(Δ²ε) = 6σ²``, while
+    ``Δ²f`` is second order in the step. Consecutive observed points only; ``(..., T)`` → ``(...)``.
+    Positively autocorrelated noise makes this an underestimate (the ceiling is then optimistic).
+    """
+    y = np.asarray(y, dtype=float)
+    if mask is not None:
+        y = np.where(mask, y, np.nan)
+    d2 = y[..., 2:] - 2 * y[..., 1:-1] + y[..., :-2]
+    return np.nanmean(d2**2, axis=-1) / 6.0

@@ -1,0 +1,361 @@
+r"""Point fits of the reward-curve laws: Levenberg–Marquardt under transforms, vmapped over curves.
+
+For every curve (in normalised units, see :mod:`grpojax.fit._data`):
+
+1. *Seed by variable projection.* Each law is linear in its two level parameters given its shape
+   parameters: ``R(t) = P₀ u(t; θ) + P₁ (1 − u(t; θ))`` with ``(P₀, P₁) = (r0, r_inf)`` (exponential,
+   three_phase) or ``(r0, A)`` (sigmoid). On a fixed grid of shape parameters ``θ`` the levels are
+   solved in closed form (weighted 2-parameter regression) and the grid point with the least squared
+   error is kept. This multi-start is one vectorised pass, so it costs less than a few LM steps.
+2. *Polish* with ``optimistix.LevenbergMarquardt`` in the unconstrained coordinates of the law
+   (:meth:`RewardLaw.to_unconstrained`), so the solution always respects the law's bounds.
+3. *Report* (host side, NumPy): R², AIC, BIC (Gaussian errors, σ² profiled: ``n ln(SSE/n) + 2(k+1)``
+   and ``n ln(SSE/n) + (k+1) ln n``), the lag-1 autocorrelation of the residuals, the noise ceiling
+   ``1 − n σ̂²/SST`` (σ̂² from second differences), optionally R² after a declared centred moving
+   average (applied to data *and* fit), and ΔBIC against a constant curve. A curve with
+   ``ΔBIC < FLAT_DELTA_BIC`` is reported as ``no_learning`` with NaN parameters: no plateau or rate is
+   invented for a curve that does not rise (or fall) detectably.
+
+The whole batch is one ``jit`` + ``vmap`` call (sizes static), so thousands of curves fit at once.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+
+from grpojax.dynamics import LAWS, get_law
+from grpojax.fit._data import MIN_POINTS, check_curve, check_steps, moving_average, noise_variance
+
+STATUSES = ("ok", "not_converged", "no_learning", "insufficient_data")
+"""Status names of a point fit: converged fit / LM did not converge / no detectable learning /
+too few points or a constant curve (batched fits only; single-curve fits raise instead)."""
+
+FLAT_DELTA_BIC = 10.0
+"""A law must beat a constant curve by ΔBIC ≥ 10 ("very strong" on Kass & Raftery's scale) for the
+curve to count as learning; below, the fit is reported as ``no_learning``."""
+
+# How each parameter maps from normalised to raw units.
+_KIND = {"r0": "level", "r_inf": "level", "A": "level", "omega0": "rate", "T": "time", "t_mid": "time", "zeta": "none", "B": "none"}
+
+# Shape-parameter grids in normalised time (t ∈ [0, 1]) for the variable-projection seed.
+_GRIDS = {
+    "exponential": (np.geomspace(0.003, 10.0, 28),),
+    "three_phase": (np.geomspace(0.8, 400.0, 18), np.array([-0.2, 0.15, 0.4, 0.7, 1.0, 1.5, 2.5, 5.0, 12.0])),
+    "sigmoid": (np.geomspace(0.005, 3.0, 14), np.array([0.4, 0.8, 1.5, 3.0, 6.0, 12.0])),
+}
+
+
+class LawFit(NamedTuple):
+    """Result of a point fit (arrays carry a leading batch axis for :func:`fit_laws_batched`).
+
+    Attributes:
+        law: law name.
+        params: ``{name: value}`` in raw units (steps counted from ``t0``; rewards as given); NaN when
+            the status is ``no_learning`` or ``insufficient_data``.
+        status: one of :data:`STATUSES` (str, or array of str).
+        r2: R² on the raw curve.
+        r2_smoothed: R² after the declared moving average (NaN if ``smooth`` is None).
+        noise_ceiling: the R² a perfect law would reach given the estimated noise variance.
+        noise_ceiling_smoothed: same after smoothing (noise variance / window).
+        aic, bic: information criteria (lower is better; compare laws on the same data only).
+        sigma: residual standard deviation (reward units).
+        lag1_autocorr: lag-1 autocorrelation of the residuals (≫ 0: autocorrelated noise or misfit).
+        delta_bic_flat: BIC(constant) − BIC(law); < :data:`FLAT_DELTA_BIC` means no detectable learning.
+        n_obs: number of observed points.
+        t0: first step (the law's time origin).
+        smooth: the declared smoothing window or None.
+        fitted_params: the fitted parameters even when flagged (for diagnostics; do not report them).
+    """
+
+    law: str
+    params: dict
+    status: object
+    r2: object
+    r2_smoothed: object
+    noise_ceiling: object
+    noise_ceiling_smoothed: object
+    aic: object
+    bic: object
+    sigma: object
+    lag1_autocorr: object
+    delta_bic_flat: object
+    n_obs: object
+    t0: object
+    smooth: int | None
+    fitted_params: dict
+
+    def model(self, index=None):
+        """The fitted law as an ``eqx.Module`` of raw-unit parameters (time measured from ``t0``)."""
+        cls = get_law(self.law)
+        vals = [np.asarray(self.fitted_params[n]) for n in cls.param_names]
+        if index is not None:
+            vals = [v[index] for v in vals]
+        return cls(*vals)
+
+    def predict(self, steps, index=None):
+        """Fitted curve at ``steps`` (shape ``(T,)``; batched fits: ``(N, T)`` unless ``index``)."""
+        steps = np.asarray(steps, float)
+        t0 = np.asarray(self.t0) if index is None else np.asarray(self.t0)[index]
+        m = self.model(index)
+        if np.ndim(t0) == 0:
+            return np.asarray(m(steps - t0))
+        return np.asarray(jax.vmap(lambda mm, tt: mm(steps - tt))(m, jnp.asarray(t0)))
+
+
+def _levels(u, y, w):
+    """Weighted LS of ``y ≈ a + b u``; returns (P0, P1) = (a + b, a) and SSE. Shapes (..., T)."""
+    sw = jnp.sum(w, -1)
+    ub = jnp.sum(w * u, -1) / sw
+    yb = jnp.sum(w * y, -1) / sw
+    du = u - ub[..., None]
+    var = jnp.sum(w * du * du, -1)
+    cov = jnp.sum(w * du * (y - yb[..., None]), -1)
+    ok = var > 1e-12 * sw
+    b = jnp.where(ok, cov / jnp.where(ok, var, 1.0), 0.0)
+    a = yb - b * ub
+    r = y - a[..., None] - b[..., None] * u
+    return a + b, a, jnp.sum(w * r * r, -1)
+
+
+def _seed(law_name: str, t, y, w):
+    """Best grid point by variable projection, as constrained parameter vector (k,)."""
+    cls = get_law(law_name)
+    mesh = np.meshgrid(*_GRIDS[law_name], indexing="ij")
+    shape = [jnp.asarray(m.ravel(), t.dtype) for m in mesh]  # each (S,)
+    one, zero = jnp.ones_like(shape[0]), jnp.zeros_like(shape[0])
+    law = cls(one, zero, *shape)
+    u = jax.vmap(lambda m: m(t))(law)  # (S, T)
+    u = jnp.where(jnp.isfinite(u), u, 0.0)
+    p0, p1, sse = _levels(u, y[None, :], w[None, :])
+    sse = jnp.where(jnp.isfinite(sse), sse, jnp.inf)
+    i = jnp.argmin(sse)
+    return jnp.stack([p0[i], p1[i]] + [s[i] for s in shape])
+
+
+def _fit_one(law_name: str, max_steps: int, rtol: float, t, y, w):
+    cls = get_law(law_name)
+    v0 = _seed(law_name, t, y, w)
+    u0 = cls.from_vector(v0).to_unconstrained()
+    yz = jnp.where(w > 0, y, 0.0)
+
+    def residual(u, args):
+        return w * (cls.from_unconstrained(u)(t) - yz)
+
+    solver = optx.LevenbergMarquardt(rtol=rtol, atol=rtol * 1e-2)
+    sol = optx.least_squares(residual, solver, u0, max_steps=max_steps, throw=False)
+    u = jnp.where(jnp.all(jnp.isfinite(sol.value)), sol.value, u0)
+    v = cls.from_unconstrained(u).to_vector()
+    ok = (sol.result == optx.RESULTS.successful) & jnp.all(jnp.isfinite(sol.value))
+    pred = cls.from_vector(v)(t)
+    return v, pred, ok
+
+
+@partial(jax.jit, static_argnums=(0, 1, 2))
+def _fit_batch(law_name: str, max_steps: int, rtol: float, t, y, w):
+    return jax.vmap(partial(_fit_one, law_name, max_steps, rtol))(t, y, w)
+
+
+def _bucket(T: int) -> int:
+    """Padded length: a multiple of 64 up to 512, then of 256."""
+    q = 64 if T <= 512 else 256
+    return int(-(-T // q) * q)
+
+
+def _to_raw(law_name, v, t0, span, center, scale):
+    cls = get_law(law_name)
+    out = {}
+    for i, n in enumerate(cls.param_names):
+        kind = _KIND[n]
+        x = v[..., i]
+        if kind == "level":
+            x = center + scale * x
+        elif kind == "rate":
+            x = x / span
+        elif kind == "time":
+            x = x * span
+        out[n] = x
+    return out
+
+
+def _metrics(yraw, pred, mask, k, smooth):
+    """Host-side metrics; arrays (N, T) → dict of (N,)."""
+    n = mask.sum(-1)
+    yo = np.where(mask, yraw, np.nan)
+    ybar = np.nanmean(yo, -1)
+    res = np.where(mask, yraw - pred, np.nan)
+    sse = np.nansum(res**2, -1)
+    sst = np.nansum((yo - ybar[:, None]) ** 2, -1)
+    r2 = 1.0 - sse / sst
+    s2 = sse / n
+    aic = n * np.log(s2) + 2 * (k + 1)
+    bic = n * np.log(s2) + (k + 1) * np.log(n)
+    bic_flat = n * np.log(sst / n) + 2 * np.log(n)
+    num = np.nansum(res[:, 1:] * res[:, :-1], -1)
+    den = np.nansum(res**2, -1)
+    rho1 = num / den
+    nv = noise_variance(yraw, mask)
+    ceiling = np.clip(1.0 - n * nv / sst, 0.0, 1.0)
+    if smooth is None:
+        r2s = np.full_like(r2, np.nan)
+        ceil_s = np.full_like(r2, np.nan)
+    else:
+        ys = moving_average(yo, smooth)
+        ps = moving_average(np.where(mask, pred, np.nan), smooth)
+        ok = np.isfinite(ys) & np.isfinite(ps)
+        ysb = np.nanmean(np.where(ok, ys, np.nan), -1)
+        sse_s = np.nansum(np.where(ok, (ys - ps) ** 2, np.nan), -1)
+        sst_s = np.nansum(np.where(ok, (ys - ysb[:, None]) ** 2, np.nan), -1)
+        r2s = 1.0 - sse_s / sst_s
+        ceil_s = np.clip(1.0 - ok.sum(-1) * nv / smooth / sst_s, 0.0, 1.0)
+    return dict(
+        r2=r2,
+        r2_smoothed=r2s,
+        noise_ceiling=ceiling,
+        noise_ceiling_smoothed=ceil_s,
+        aic=aic,
+        bic=bic,
+        sigma=np.sqrt(s2),
+        lag1_autocorr=rho1,
+        delta_bic_flat=bic_flat - bic,
+        n_obs=n,
+    )
+
+
+def fit_laws_batched(
+    steps,
+    Y,
+    law: str = "three_phase",
+    *,
+    smooth: int | None = None,
+    max_steps: int = 200,
+    rtol: float = 1e-7,
+) -> LawFit:
+    """Fit one law to many curves in one vmapped, jitted call.
+
+    Args:
+        steps: ``(T,)`` steps shared by all curves, or ``(N, T)`` per curve; strictly increasing.
+        Y: ``(N, T)`` rewards; NaN marks a missing observation (pad ragged curves with NaN). ±inf is
+            an error.
+        law: ``"exponential"``, ``"three_phase"`` or ``"sigmoid"``.
+        smooth: optional declared moving-average window for ``r2_smoothed`` (the fit itself always
+            uses the raw curve).
+        max_steps: Levenberg–Marquardt iteration cap.
+        rtol: LM relative tolerance (normalised units).
+
+    Returns:
+        :class:`LawFit` with arrays of shape ``(N,)``. Curves with fewer than 8 observed points or
+        with zero variance get status ``insufficient_data`` (NaN parameters) instead of an error,
+        so that one bad row cannot sink a batch.
+
+    Raises:
+        ValueError: unknown law, bad shapes, ±inf rewards, non-increasing steps, bad ``smooth``.
+    """
+    cls = get_law(law)
+    Y = np.asarray(Y, dtype=float)
+    if Y.ndim != 2:
+        raise ValueError(f"Y must have shape (N, T), got {Y.shape}")
+    N, T = Y.shape
+    S = np.asarray(steps, dtype=float)
+    if S.ndim == 1:
+        S = np.broadcast_to(check_steps(S), (N, T))
+    elif S.shape == (N, T):
+        for i in range(N):
+            check_steps(S[i], f"steps[{i}]")
+    else:
+        raise ValueError(f"steps must have shape (T,) = ({T},) or (N, T) = {Y.shape}, got {S.shape}")
+    if S.shape[-1] != T:
+        raise ValueError(f"steps must have length T={T}, got {S.shape[-1]}")
+    if np.any(np.isinf(Y)):
+        i, j = np.argwhere(np.isinf(Y))[0]
+        raise ValueError(f"rewards must be finite or NaN (missing), got Y[{i}, {j}]={Y[i, j]!r}")
+    if smooth is not None and (int(smooth) != smooth or smooth < 1):
+        raise ValueError(f"smooth must be a positive integer window or None, got {smooth!r}")
+    mask = np.isfinite(Y)
+    n = mask.sum(-1)
+    Yo = np.where(mask, Y, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        center = np.where(n > 0, np.nanmean(np.where(n[:, None] > 0, Yo, 0.0), -1), 0.0)
+        scale = np.nanstd(np.where(n[:, None] > 0, Yo, 0.0), -1)
+    bad = (n < MIN_POINTS) | ~(scale > 1e-12 * np.maximum(1.0, np.nanmax(np.abs(np.where(mask, Y, 0.0)), -1)))
+    scale = np.where(bad, 1.0, scale)
+    t0 = S[:, 0]
+    span = S[:, -1] - S[:, 0]
+    tn = (S - t0[:, None]) / span[:, None]
+    yn = np.where(mask, (Y - center[:, None]) / scale[:, None], 0.0)
+    w = (mask & ~bad[:, None]).astype(float)
+    w[bad] = 1.0  # dummy data for bad rows: keep the solver well posed; results are discarded
+    yn[bad] = np.linspace(0.0, 1.0, T)[None, :]
+    # Pad T to a bucket (zero weight, t = 1) so that curves of similar length share one compilation.
+    Tp = _bucket(T)
+    pad = ((0, 0), (0, Tp - T))
+    tn_p = np.pad(tn, pad, constant_values=1.0)
+    yn_p = np.pad(yn, pad)
+    w_p = np.pad(w, pad)
+    v, pred_n, ok = _fit_batch(law, int(max_steps), float(rtol), jnp.asarray(tn_p), jnp.asarray(yn_p), jnp.asarray(w_p))
+    v, pred_n, ok = np.asarray(v), np.asarray(pred_n)[:, :T], np.asarray(ok)
+    pred = center[:, None] + scale[:, None] * pred_n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        met = _metrics(Y, pred, mask, len(cls.param_names), smooth)
+    fitted = _to_raw(law, v, t0, span, center, scale)
+    status = np.where(ok, "ok", "not_converged").astype("<U17")
+    status = np.where(met["delta_bic_flat"] < FLAT_DELTA_BIC, "no_learning", status)
+    status = np.where(bad, "insufficient_data", status)
+    report = status == "ok"
+    report |= status == "not_converged"
+    params = {k: np.where(report, x, np.nan) for k, x in fitted.items()}
+    for key in ("r2", "r2_smoothed", "aic", "bic", "sigma", "lag1_autocorr", "delta_bic_flat", "noise_ceiling", "noise_ceiling_smoothed"):
+        met[key] = np.where(bad, np.nan, met[key])
+    return LawFit(law=law, params=params, status=status, t0=t0, smooth=smooth, fitted_params=fitted, **met)
+
+
+def fit_law(steps, values, law: str = "three_phase", *, smooth: int | None = None, max_steps: int = 200) -> LawFit:
+    """Fit one law to one reward curve (see :func:`fit_laws_batched` for the method).
+
+    Args:
+        steps: ``(T,)`` strictly increasing steps.
+        values: ``(T,)`` finite rewards (drop missing steps first; ``RunLog.series`` does).
+        law: ``"exponential"``, ``"three_phase"`` or ``"sigmoid"``.
+        smooth: optional declared moving-average window for ``r2_smoothed``.
+        max_steps: Levenberg–Marquardt iteration cap.
+
+    Returns:
+        :class:`LawFit` with scalar entries; ``status`` is ``"ok"``, ``"not_converged"`` or
+        ``"no_learning"`` (flat curve: parameters NaN).
+
+    Raises:
+        ValueError: fewer than 8 points, NaN/inf rewards, non-increasing steps, a constant curve, an
+            unknown law.
+
+    Example:
+        >>> import numpy as np
+        >>> s = np.arange(100.0)
+        >>> fit = fit_law(s, 0.8 - 0.6 * np.exp(-s / 20), "exponential")
+        >>> round(float(fit.params["T"]), 3), str(fit.status)
+        (20.0, 'ok')
+    """
+    get_law(law)
+    curve = check_curve(steps, values)
+    f = fit_laws_batched(curve.steps, curve.y[None, :], law, smooth=smooth, max_steps=max_steps)
+    scal = lambda x: x[0] if isinstance(x, np.ndarray) else x  # noqa: E731
+    return LawFit(
+        law=law,
+        params={k: float(v[0]) for k, v in f.params.items()},
+        fitted_params={k: float(v[0]) for k, v in f.fitted_params.items()},
+        status=str(f.status[0]),
+        t0=float(f.t0[0]),
+        smooth=smooth,
+        **{k: (float(scal(getattr(f, k))) if k != "n_obs" else int(f.n_obs[0])) for k in (
+            "r2", "r2_smoothed", "noise_ceiling", "noise_ceiling_smoothed", "aic", "bic", "sigma",
+            "lag1_autocorr", "delta_bic_flat", "n_obs")},
+    )
+
+
+def fit_all_laws(steps, values, *, smooth: int | None = None) -> dict[str, LawFit]:
+    """:func:`fit_law` for every law in :data:`grpojax.dynamics.LAWS`."""
+    return {name: fit_law(steps, values, name, smooth=smooth) for name in LAWS}
