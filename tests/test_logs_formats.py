@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
-import shutil
 import warnings
 
 import numpy as np
@@ -144,3 +143,178 @@ def test_verl_jsonl_file_logger():
     check(run, "kl", mf.kl, st)
     check(run, "eval_reward", mf.eval_reward, np.arange(10, 31, 10))
     assert run.name == "verl_file"
+
+
+# ---------------------------------------------------------------------------------- TensorBoard
+def test_tensorboard_folder_with_several_runs():
+    with pytest.warns(LogWarning) as rec:
+        runs = read_log(FIX / "tb_runs")
+    assert detect_format(FIX / "tb_runs") == "tensorboard"
+    by = {r.name: r for r in runs}
+    assert sorted(by) == ["openrlhf/run_b", "trl_run_a"]
+    a = by["trl_run_a"]  # torch-style simple_value events, TRL names with train/ eval/ prefixes
+    st = np.arange(1, 31)
+    for col, fn in [("reward_mean", mf.reward), ("reward_std", mf.reward_std), ("entropy", mf.entropy),
+                    ("kl", mf.kl), ("response_length", mf.length), ("grad_norm", mf.grad_norm), ("lr", mf.lr)]:
+        check(a, col, fn, st)  # float32 on disk
+    check(a, "eval_reward", mf.eval_reward, np.array([10, 20, 30]))
+    assert a.meta["mapping"]["reward_mean"] == "train/reward"
+    assert a.meta["warnings"] == []
+    b = by["openrlhf/run_b"]  # scalar tensors, OpenRLHF names, restarted at step 20
+    st = np.arange(1, 41)
+    check(b, "entropy", mf.entropy, st)
+    check(b, "lr", mf.lr, st)
+    check(b, "clip_frac", lambda s: round(0.001 * s, 6), st)
+    # duplicated steps 20..25 keep the value of the second (restarted) file: +1.0
+    check(b, "reward_mean", lambda s: mf.reward(s) + (1.0 if 20 <= s <= 25 else 0.0), st)
+    assert b.meta["duplicated_steps"] == [20, 21, 22, 23, 24, 25]
+    msgs = [str(w.message) for w in rec]
+    assert any("run_b" in m and "more than once" in m for m in msgs)
+    # eval_reward: mean over the pass1 of two eval sets; pass4 kept by name
+    check(b, "eval_reward", mf.eval_reward, np.array([10, 20, 30, 40]))
+    assert b.meta["eval_datasets"] == ["gsm8k", "math"]
+    assert b.has("eval_math_pass4") and b.has("return")
+
+
+def test_tensorboard_single_event_file_and_run_dir():
+    ev = next((FIX / "tb_runs" / "trl_run_a").glob("*tfevents*"))
+    assert detect_format(ev) == "tensorboard"
+    assert one(ev.relative_to(FIX)).meta["n_train_points"] == 30
+    assert one("tb_runs/trl_run_a").name == "trl_run_a"
+
+
+# ------------------------------------------------------------------------------------------ W&B
+def test_wandb_chart_export_several_runs():
+    assert detect_format(FIX / "wandb_chart.csv") == "wandb_csv"
+    runs = read_log(FIX / "wandb_chart.csv")
+    by = {r.name: r for r in runs}
+    assert sorted(by) == ["grpo-lr1e-6", "grpo-lr3e-6"]
+    check(by["grpo-lr1e-6"], "reward_mean", mf.reward, np.arange(1, 41))
+    check(by["grpo-lr1e-6"], "entropy", mf.entropy, np.arange(1, 41))
+    # the second run stopped at 25: its empty cells are not steps of its own
+    check(by["grpo-lr3e-6"], "reward_mean", lambda s: mf.reward(s) + 0.1, np.arange(1, 26))
+    np.testing.assert_array_equal(by["grpo-lr3e-6"].steps, np.arange(1, 26))
+    assert not any(k.endswith(("__MIN", "__MAX")) for r in runs for k in r.columns)
+    assert "grpo-lr1e-6 - train/reward__MIN" in by["grpo-lr1e-6"].meta["dropped_columns"]
+
+
+def test_wandb_folder_of_panel_exports_merges_runs():
+    runs = read_log(FIX / "wandb_panels")
+    by = {r.name: r for r in runs}
+    assert sorted(by) == ["grpo-lr1e-6", "grpo-lr3e-6"]
+    r = by["grpo-lr1e-6"]
+    check(r, "reward_mean", mf.reward, np.arange(1, 41))
+    check(r, "kl", mf.kl, np.arange(1, 41))
+    check(r, "eval_reward", mf.eval_reward, np.arange(10, 41, 10))
+    check(by["grpo-lr3e-6"], "eval_reward", mf.eval_reward, np.array([10, 20]))
+
+
+def test_wandb_history_export():
+    with pytest.warns(LogWarning, match="NaN"):
+        run = one("wandb_history.csv")
+    check(run, "reward_mean", mf.reward, np.arange(0, 30))
+    check(run, "eval_reward", mf.eval_reward, np.array([0, 10, 20]))
+    assert run.meta["nan_counts"] == {"grad_norm": 1}
+    assert "_runtime" not in run.columns
+
+
+# ------------------------------------------------------------------------------ OpenRLHF / JSONL
+def test_openrlhf_jsonl():
+    assert detect_format(FIX / "openrlhf.jsonl") == "openrlhf_jsonl"
+    run = one("openrlhf.jsonl")
+    assert run.format == "openrlhf_jsonl"
+    st = np.arange(1, 31)
+    for col, fn in [("reward_mean", mf.reward), ("entropy", mf.entropy), ("kl", mf.kl),
+                    ("lr", mf.lr), ("response_length", mf.length)]:
+        check(run, col, fn, st)
+    check(run, "clip_frac", lambda s: round(0.001 * s, 6), st)
+    check(run, "response_clip_frac", lambda s: round(0.002 * s, 6), st)
+    check(run, "eval_reward", mf.eval_reward, np.array([10, 20, 30]))
+    check(run, "return", lambda s: round(mf.reward(s) - mf.kl(s), 6), st)
+    assert run.meta["mapping"]["entropy"] == "train/policy_entropy"
+
+
+def test_own_jsonl():
+    assert detect_format(FIX / "grpojax.jsonl") == "jsonl"
+    with pytest.warns(LogWarning, match="NaN"):
+        run = one("grpojax.jsonl")
+    assert run.name == "tiny-grpo" and run.meta["group_size"] == 8
+    st = np.arange(1, 31)
+    for col, fn in [("reward_mean", mf.reward), ("reward_std", mf.reward_std), ("entropy", mf.entropy)]:
+        check(run, col, fn, st)
+    check(run, "eval_reward", mf.eval_reward, np.array([10, 20, 30]))
+    assert np.isnan(run.columns["grad_norm"][4]) and run.meta["nan_counts"] == {"grad_norm": 1}
+    assert run.has("adv_abs_mean")
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["trl_state_modern.json", "verl_console.log", "wandb_chart.csv", "openrlhf.jsonl", "tb_runs", "trl_console.log"],
+)
+def test_jsonl_round_trip(path, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LogWarning)
+        runs = read_log(FIX / path)
+    for i, run in enumerate(runs):
+        out = tmp_path / f"r{i}.jsonl"
+        run.to_jsonl(out)
+        assert detect_format(out) == "jsonl"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LogWarning)
+            [back] = read_log(out)
+        assert back.name == run.name and back.format == "jsonl"
+        assert back.meta["converted_from"]["format"] == run.format
+        np.testing.assert_array_equal(back.steps, run.steps)
+        assert set(back.columns) == set(run.columns)
+        for k in run.columns:
+            np.testing.assert_array_equal(back.columns[k], run.columns[k], err_msg=k)
+        assert back.meta["mapping"].keys() >= {c for c in run.meta["mapping"] if c in run.columns}
+
+
+def test_jsonl_logger_writes_reference_format(tmp_path):
+    from grpojax.logs import JsonlLogger
+
+    p = tmp_path / "loop.jsonl"
+    with JsonlLogger(p, name="loop", meta={"group_size": 4, "beta": 0.0}) as log:
+        for s in range(1, 6):
+            log.write(s, {"reward_mean": np.float32(mf.reward(s))}, kl=mf.kl(s))
+        log.write(5, eval_reward=0.3)
+    run = read_log(p)[0]
+    assert run.name == "loop" and run.meta["group_size"] == 4
+    check(run, "reward_mean", mf.reward, np.arange(1, 6))
+    check(run, "eval_reward", lambda s: 0.3, np.array([5]))
+
+
+def test_format_override_and_bad_format_name():
+    with pytest.raises(ValueError, match="format='nope'"):
+        read_log(FIX / "grpojax.jsonl", format="nope")
+    runs = read_log(FIX / "verl_console_old.log", format="verl_console")
+    assert runs[0].format == "verl_console"
+
+
+def test_runlog_api():
+    run = one("trl_state_modern.json")
+    assert run.has("reward_mean") and not run.has("nope")
+    with pytest.raises(KeyError, match="no column 'nope'"):
+        run.series("nope")
+    with pytest.raises(ValueError):
+        run.columns["reward_mean"][0] = 1.0  # read-only
+    with pytest.raises(Exception):
+        run.name = "x"  # frozen
+    d = run.to_dict()
+    assert d["step"] is run.steps and len(run) == 8
+
+
+def test_tensorboard_fast_engine_matches_event_accumulator():
+    from grpojax.logs._tensorboard import read_tensorboard
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LogWarning)
+        fast = {r.name: r for r in read_tensorboard(FIX / "tb_runs")}
+        acc = {r.name: r for r in read_tensorboard(FIX / "tb_runs", engine="accumulator")}
+    assert fast.keys() == acc.keys()
+    for k in fast:
+        np.testing.assert_array_equal(fast[k].steps, acc[k].steps)
+        assert fast[k].columns.keys() == acc[k].columns.keys()
+        for c in fast[k].columns:
+            np.testing.assert_array_equal(fast[k].columns[c], acc[k].columns[c], err_msg=f"{k}:{c}")

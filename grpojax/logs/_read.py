@@ -74,8 +74,8 @@ def detect_format(path: str | os.PathLike) -> str:
         fmt = _jsonl_kind(first_line)
         if fmt:
             return fmt
-        if first_line == "{" or not first_line.endswith("}"):
-            # one multi-line JSON document that is not a trainer state
+        if first_line == "{" or not first_line.endswith("}") or stripped.strip().count("\n") == 0:
+            # one JSON document that is not a trainer state: the TRL reader says what is missing
             return "trl_state"
     if "," in first_line and re.match(r'^"?(Step|_step|step)"?\s*,', first_line):
         return "wandb_csv"

@@ -59,24 +59,24 @@ def read_trl_state(path: str | os.PathLike, text: str | None = None):
     tb = TableBuilder(path)
     meta: dict = {"summary": {}}
     n_train = n_eval = 0
+    add = tb.add
     for i, row in enumerate(hist):
-        if not isinstance(row, dict):
+        if type(row) is not dict:
             raise LogFormatError(path, f"log_history[{i}] is not an object")
-        if "step" not in row:
+        step = row.pop("step", None)
+        if step is None:
             raise LogFormatError(path, f"log_history[{i}] has no 'step'")
-        step = row["step"]
-        if any(k in row for k in _SUMMARY_KEYS) and not any(
-            k in row for k in ("reward", "loss", "grad_norm")
-        ):
-            meta["summary"].update({k: v for k, v in row.items() if k != "step"})
-            continue
-        if any(k.startswith("eval_") for k in row):
-            vals = {k: v for k, v in row.items() if k.startswith("eval_")}
+        if "loss" in row or "reward" in row or "grad_norm" in row:  # a train row (the usual case)
+            n_train += 1
+            add(step, row)
+        elif any(k in row for k in _SUMMARY_KEYS):
+            meta["summary"].update(row)
+        elif any(k.startswith("eval_") for k in row):
+            add(step, {k: v for k, v in row.items() if k.startswith("eval_")})
             n_eval += 1
         else:
-            vals = {k: v for k, v in row.items() if k != "step"}
             n_train += 1
-        tb.add(step, vals)
+            add(step, row)
     for k in ("global_step", "max_steps", "logging_steps", "eval_steps", "train_batch_size", "num_train_epochs"):
         if k in doc:
             meta[k] = doc[k]
@@ -125,7 +125,8 @@ def looks_like_trl_console(head: str) -> bool:
 
 
 def _parse_dict(s: str):
-    s = _BARE.sub(lambda m: "'" + m.group(1) + "'", s)
+    if "nan" in s or "inf" in s:
+        s = _BARE.sub(lambda m: "'" + m.group(1) + "'", s)
     j = s.replace("'", '"').replace(": True", ": true").replace(": False", ": false").replace(": None", ": null")
     try:
         d = json.loads(j)
@@ -165,16 +166,16 @@ def read_trl_console(path: str | os.PathLike, text: str | None = None):
             tqdm_step = int(m.group(1))
             have_tqdm = True
             continue
+        if not any(k in s for k in _KNOWN):
+            continue
         d = _parse_dict(s)
         if d is None:
             bad += 1
             continue
-        if not any(("'" + k + "'") in _KNOWN or k.startswith("eval_") for k in d):
-            continue
-        if any(k in d for k in _SUMMARY_KEYS) and not any(k in d for k in ("reward", "loss", "grad_norm")):
+        if ("train_runtime" in d or "train_loss" in d) and not ("reward" in d or "loss" in d):
             meta["summary"].update(d)
             continue
-        is_eval = any(k.startswith("eval_") for k in d)
+        is_eval = "'eval_" in s
         if "step" in d:
             step = d.pop("step")
         elif is_eval and last_step is not None:

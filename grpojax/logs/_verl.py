@@ -66,15 +66,22 @@ def read_verl_console(path: str | os.PathLike, text: str | None = None):
     tb = TableBuilder(path)
     meta: dict = {}
     bad = 0
+    add = tb.add_kv
     for m in _STEP_LINE.finditer(text):
-        pairs = _PAIR.findall(m.group(2))
-        if not pairs:
-            bad += 1
-            continue
-        keys, vals = zip(*pairs)
-        if any(v[-1] == ")" for v in vals):
+        body = m.group(2).rstrip()
+        # fast path: every "k:v" item has exactly one ':' -> split once, keys/values by slicing
+        parts = body.replace(":", " - ").split(" - ")
+        if len(parts) % 2 == 0 and body.count(":") == len(parts) // 2 and "" not in parts:
+            keys, vals = tuple(parts[0::2]), tuple(parts[1::2])
+        else:
+            pairs = _PAIR.findall(body)
+            if not pairs:
+                bad += 1
+                continue
+            keys, vals = zip(*pairs)
+        if ")" in body:
             vals = tuple(_unwrap(v) for v in vals)
-        tb.add_kv(int(m.group(1)), keys, vals)
+        add(int(m.group(1)), keys, vals)
     if len(tb) == 0:
         raise LogFormatError(path, "no verl 'step:N - key:value' lines found")
     if bad:
