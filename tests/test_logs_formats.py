@@ -318,3 +318,16 @@ def test_tensorboard_fast_engine_matches_event_accumulator():
         assert fast[k].columns.keys() == acc[k].columns.keys()
         for c in fast[k].columns:
             np.testing.assert_array_equal(fast[k].columns[c], acc[k].columns[c], err_msg=f"{k}:{c}")
+
+
+def test_openrlhf_console_progress_bar_status():
+    assert detect_format(FIX / "openrlhf_console.log") == "openrlhf_console"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LogWarning)  # tqdm redraws are not "duplicated steps"
+        run = one("openrlhf_console.log")
+    st = np.arange(1, 21)
+    for col, fn in [("reward_mean", mf.reward), ("entropy", mf.entropy), ("kl", mf.kl),
+                    ("lr", mf.lr), ("response_length", mf.length)]:
+        check(run, col, fn, st)
+    check(run, "clip_frac", lambda s: round(0.001 * s, 6), st)
+    assert "rm" not in run.columns and "glen" not in run.columns  # inner micro-batch bars ignored

@@ -20,6 +20,7 @@ FORMATS: tuple[str, ...] = (
     "tensorboard",
     "wandb_csv",
     "openrlhf_jsonl",
+    "openrlhf_console",
     "jsonl",
 )
 
@@ -27,7 +28,7 @@ _HEAD = 1 << 16
 
 
 def _reader(fmt: str):
-    from grpojax.logs import _jsonl, _tensorboard, _trl, _verl, _wandb
+    from grpojax.logs import _jsonl, _openrlhf, _tensorboard, _trl, _verl, _wandb
 
     return {
         "trl_state": _trl.read_trl_state,
@@ -37,6 +38,7 @@ def _reader(fmt: str):
         "tensorboard": _tensorboard.read_tensorboard,
         "wandb_csv": _wandb.read_wandb_csv,
         "openrlhf_jsonl": _jsonl.read_jsonl,
+        "openrlhf_console": _openrlhf.read_openrlhf_console,
         "jsonl": _jsonl.read_jsonl,
     }[fmt]
 
@@ -79,25 +81,31 @@ def detect_format(path: str | os.PathLike) -> str:
             return "trl_state"
     if "," in first_line and re.match(r'^"?(Step|_step|step)"?\s*,', first_line):
         return "wandb_csv"
-    from grpojax.logs._trl import looks_like_trl_console
-    from grpojax.logs._verl import looks_like_verl_console
-
-    if looks_like_verl_console(head):
-        return "verl_console"
-    if looks_like_trl_console(head):
-        return "trl_console"
-    if len(raw) == _HEAD:  # big file: the first 64 KiB may be config dumps; look further
+    fmt = _console_kind(head)
+    if fmt is None and len(raw) == _HEAD:  # big file: the first 64 KiB may be config dumps
         with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-        if looks_like_verl_console(text):
-            return "verl_console"
-        if looks_like_trl_console(text):
-            return "trl_console"
+            fmt = _console_kind(f.read())
+    if fmt is not None:
+        return fmt
     raise LogFormatError(
         path,
         "unknown log format (expected TRL trainer_state.json or console dicts, verl console or "
         "JSONL, TensorBoard events, a W&B CSV export, OpenRLHF or grpojax JSONL)",
     )
+
+
+def _console_kind(text: str) -> str | None:
+    from grpojax.logs._openrlhf import looks_like_openrlhf_console
+    from grpojax.logs._trl import looks_like_trl_console
+    from grpojax.logs._verl import looks_like_verl_console
+
+    if looks_like_verl_console(text):
+        return "verl_console"
+    if looks_like_openrlhf_console(text):
+        return "openrlhf_console"
+    if looks_like_trl_console(text):
+        return "trl_console"
+    return None
 
 
 def _jsonl_kind(line: str) -> str | None:
