@@ -1,0 +1,136 @@
+"""Two-arm softmax-bandit GRPO: the exact mean-field reduction (DESIGN.md §3).
+
+Policy ``π_θ(correct) = p = σ(θ)``, score ``∂_θ log π = 1 − p`` (correct) and ``−p`` (wrong). A group of
+G answers drawn from the behaviour policy ``p_b`` has ``k ~ Binomial(G, p_b)`` correct ones, q = k/G.
+Group advantages are mean-centred, so ``Σ_i A_i = 0`` and, with ``A₊`` the advantage of a correct answer,
+the stale surrogate gradient is ``(1/G) Σ_i A_i ∂_θ log π(a_i) = k A₊ / G =: W(k)`` for *any* score point:
+
+    grpo     A₊ = (1 − q)/(s + ε),  s = sqrt(q(1 − q))     W = q(1 − q)/(s + ε)   (0 when s = 0)
+    dr_grpo  A₊ = 1 − q                                     W = q(1 − q)
+    rloo     A₊ = 1 − (k − 1)/(G − 1) = (G − k)/(G − 1)      W = q(1 − q)·G/(G − 1)
+
+``importance`` replaces the score by the gradient of the PPO surrogate ``min(ρA, clip(ρ, 1±ε)A)`` with
+ρ = π_θ(a)/π_b(a) at the current θ: correct answers (A₊ ≥ 0) stop contributing when ρ_c = p/p_b > 1 + ε,
+wrong ones (A₋ ≤ 0) when ρ_w = (1 − p)/(1 − p_b) < 1 − ε, giving
+
+    g_imp = W(k) · p(1 − p) · [1{ρ_c ≤ 1+ε}/p_b + 1{ρ_w ≥ 1−ε}/(1 − p_b)]     (= W at p = p_b).
+
+The KL anchor is exact at the current θ: ``∂_θ KL(π_θ‖π_ref) = p(1 − p)(θ − θ_ref)``; the update ascends
+``J − β KL``: ``g = g_reward − β p(1 − p)(θ − θ_ref)``; then ``v ← μ v + g``, ``θ ← θ + η v``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from grpojax.bandit._binomial import binomial
+from grpojax.bandit._config import BanditConfig
+
+__all__ = ["TwoArmState", "advantage_mass", "reward_gradient", "kl_gradient", "behaviour_logit",
+           "two_arm_init", "two_arm_step"]
+
+
+class TwoArmState(NamedTuple):
+    """State of the two-arm simulator (all leaves may carry a leading batch axis under ``vmap``).
+
+    Attributes:
+        theta: current logit θ_n, shape ``()``.
+        velocity: heavy-ball velocity v_n.
+        history: ``(max_lag,)`` ring buffer of past logits (constant lag: θ_{n−L..n−1} at index m mod L;
+            periodic: slot 0 holds the behaviour snapshot).
+        step: step counter n (int32).
+        config: the :class:`BanditConfig`.
+    """
+
+    theta: Array
+    velocity: Array
+    history: Array
+    step: Array
+    config: BanditConfig
+
+
+def _pq(theta: Array) -> tuple[Array, Array]:
+    return jax.nn.sigmoid(theta), jax.nn.sigmoid(-theta)
+
+
+def advantage_mass(k: Array, config: BanditConfig) -> Array:
+    """W(k) = k A₊ / G, the stale gradient in logit coordinates for k correct out of G."""
+    G = config.group_size
+    q = k / G
+    qq = q * (1.0 - q)
+    if config.advantage == "grpo":
+        s = jnp.sqrt(qq)
+        den = s + config.adv_eps
+        return jnp.where(qq > 0, qq / jnp.where(qq > 0, den, 1.0), 0.0)
+    if config.advantage == "dr_grpo":
+        return qq
+    return qq * G / (G - 1.0)
+
+
+def _ratios(theta: Array, theta_b: Array) -> tuple[Array, Array]:
+    p, pm = _pq(theta)
+    pb, pbm = _pq(theta_b)
+    return p / pb, pm / pbm
+
+
+def reward_gradient(k: Array, theta: Array, theta_b: Array, config: BanditConfig) -> Array:
+    """Surrogate reward gradient ∂_θ for k correct answers drawn at θ_b (see module docstring)."""
+    W = advantage_mass(k, config)
+    if config.gradient == "stale":
+        return W
+    p, pm = _pq(theta)
+    pb, pbm = _pq(theta_b)
+    rc, rw = p / pb, pm / pbm
+    eps = config.clip_eps
+    keep_c = (rc <= 1.0 + eps).astype(p.dtype)
+    keep_w = (rw >= 1.0 - eps).astype(p.dtype)
+    return W * p * pm * (keep_c / pb + keep_w / pbm)
+
+
+def kl_gradient(theta: Array, config: BanditConfig) -> Array:
+    """∂_θ KL(π_θ‖π_ref) = p(1 − p)(θ − θ_ref) for the two-arm policy."""
+    p, pm = _pq(theta)
+    theta_ref = jnp.log(config.p_ref) - jnp.log1p(-config.p_ref)
+    return p * pm * (theta - theta_ref)
+
+
+def two_arm_init(config: BanditConfig) -> TwoArmState:
+    """State at rest at θ_0 = logit(p_init) with the whole history equal to θ_0."""
+    theta0 = jnp.log(config.p_init) - jnp.log1p(-config.p_init)
+    hist = jnp.broadcast_to(theta0[..., None], theta0.shape + (config.max_lag,))
+    return TwoArmState(theta0, jnp.zeros_like(theta0), hist, jnp.zeros(theta0.shape, jnp.int32), config)
+
+
+def behaviour_logit(state: TwoArmState) -> tuple[Array, Array]:
+    """(θ_b for this step, history after storing what the lag model needs). Unbatched state."""
+    cfg = state.config
+    n, L = state.step, cfg.max_lag
+    if cfg.lag == "constant":
+        theta_b = state.history[jnp.mod(n - cfg.k_ref, L)]
+        hist = state.history.at[jnp.mod(n, L)].set(state.theta)
+    else:
+        theta_b = jnp.where(jnp.mod(n, cfg.k_ref) == 0, state.theta, state.history[0])
+        hist = state.history.at[0].set(theta_b)
+    return theta_b, hist
+
+
+def two_arm_step(state: TwoArmState, key: Array) -> tuple[TwoArmState, dict[str, Array]]:
+    """One GRPO step of an (unbatched) two-arm state; returns the new state and per-step metrics."""
+    cfg = state.config
+    theta = state.theta
+    theta_b, hist = behaviour_logit(state)
+    p, pm = _pq(theta)
+    pb, _ = _pq(theta_b)
+    G = cfg.group_size
+    k = binomial(key, G, pb, max_n=cfg.max_group)
+    g_r = reward_gradient(k, theta, theta_b, cfg)
+    g = g_r - cfg.beta * kl_gradient(theta, cfg)
+    v = cfg.mu * state.velocity + g
+    new_theta = theta + cfg.eta * v
+    new = TwoArmState(new_theta, v, hist, state.step + 1, cfg)
+    metrics = dict(k=k, p=p, theta=theta, theta_b=theta_b, g=g)
+    return new, metrics
