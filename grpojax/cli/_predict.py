@@ -1,0 +1,115 @@
+"""``grpojax predict``: the oscillator predicted from hyperparameters, with exact and closed-form thresholds."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from grpojax.cli._common import console, out_dir, write_json
+
+EXAMPLE = """Example:
+  grpojax predict --eta 0.01 --mu 0.9 --k-ref 4 --curvature 0.5 --p0 0.2 --p-star 0.8 --out out/predict
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="M, C, K_eff, ζ, regime and thresholds from (η, μ, K_ref, K)",
+        description="Predict the GRPO oscillator (DESIGN.md §1) from optimizer hyperparameters and a measured "
+        "curvature, with the closed-form and the exact discrete stability thresholds.\n\n" + EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--eta", type=float, required=True, help="learning rate η > 0")
+    p.add_argument("--mu", type=float, default=0.0, help="heavy-ball momentum μ in [0, 1) (default 0)")
+    p.add_argument("--k-ref", type=int, required=True, help="refresh interval K_ref >= 1 (optimizer steps)")
+    p.add_argument("--curvature", type=float, required=True, help="stale stiffness K_d (measured curvature)")
+    p.add_argument("--k-instant", type=float, default=0.0, help="instant stiffness K_0 (e.g. KL anchor), default 0")
+    p.add_argument("--lag", choices=("constant", "periodic"), default="constant", help="lag model (default constant)")
+    p.add_argument("--group-size", type=int, default=8, help="group size G for the stationary variance (default 8)")
+    p.add_argument("--noise", type=float, default=0.25, help="per-sample gradient noise variance σ² (default 0.25)")
+    p.add_argument("--p0", type=float, default=0.2, help="initial reward for the trajectory figure (default 0.2)")
+    p.add_argument("--p-star", type=float, default=0.8, help="plateau for the trajectory figure (default 0.8)")
+    p.add_argument("--steps", type=int, default=0, help="horizon of the figure (default: 8 time constants)")
+    p.add_argument("--out", default="out/predict", help="output folder (default out/predict)")
+    p.set_defaults(func=run)
+
+
+def predict(eta, mu, k_ref, curvature, *, lag="constant", k_instant=0.0, group_size=8, noise=0.25, p_star=0.8) -> dict:
+    """All closed-form and exact quantities for one configuration, as plain floats."""
+    import grpojax.dynamics as dyn
+
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got group_size={group_size}")
+    p = dyn.from_hyperparams(eta, mu, k_ref, curvature, lag=lag, k_instant=k_instant, noise=noise, p_star=p_star)
+    ratio = k_instant / curvature if curvature > 0 else 0.0
+    a = eta * curvature
+    if lag == "constant":
+        rho = float(dyn.spectral_radius_constant(a, mu, k_ref, a0=eta * k_instant))
+    else:
+        rho = float(dyn.spectral_radius_periodic(a, mu, k_ref, a0=eta * k_instant))
+    exact_eta = float(dyn.exact_critical_eta(mu, k_ref, curvature, lag=lag, k_instant=k_instant))
+    exact_osc_eta = float(dyn.exact_oscillatory_a(mu, k_ref, lag=lag, a0_ratio=ratio)) / curvature if curvature > 0 else math.inf
+    var = float(dyn.stationary_variance(p, group_size))
+    return dict(
+        inputs=dict(eta=eta, mu=mu, k_ref=k_ref, curvature=curvature, k_instant=k_instant, lag=lag,
+                    group_size=group_size, noise=noise),
+        M=float(p.M), C=float(p.C), K_eff=float(p.K_eff), D=float(p.D),
+        damping_ratio=float(dyn.damping_ratio(p)),
+        natural_frequency=float(dyn.natural_frequency(p)),
+        regime=dyn.regime_name(dyn.regime(p)),
+        stationary_variance=var,
+        closed_form=dict(
+            critical_eta=float(dyn.critical_eta(mu, k_ref, curvature, lag=lag)),
+            critical_k_ref=float(dyn.critical_k_ref(eta, mu, curvature, lag=lag)),
+            oscillatory_eta=float(dyn.oscillatory_eta(mu, k_ref, curvature, lag=lag, k_instant=k_instant)),
+            oscillatory_k_ref=float(dyn.oscillatory_k_ref(eta, mu, curvature, lag=lag, k_instant=k_instant)),
+        ),
+        exact=dict(
+            spectral_radius_per_step=rho,
+            stable=rho < 1.0,
+            critical_eta=exact_eta,
+            oscillatory_eta=exact_osc_eta,
+            margin=eta / exact_eta if math.isfinite(exact_eta) else 0.0,
+        ),
+        params=p,
+    )
+
+
+def run(args) -> int:
+    from rich.table import Table
+
+    import grpojax.dynamics as dyn
+    from grpojax.plot import predicted_trajectory_figure
+
+    res = predict(args.eta, args.mu, args.k_ref, args.curvature, lag=args.lag, k_instant=args.k_instant,
+                  group_size=args.group_size, noise=args.noise, p_star=args.p_star)
+    params = res.pop("params")
+    out = out_dir(args.out)
+    steps = args.steps
+    if steps <= 0:
+        rate = max(abs(float(params.C)) / (2 * float(params.M)), 1e-6)
+        if float(params.C) > 0:
+            rate = min(rate, float(params.K_eff) / float(params.C)) if float(params.K_eff) > 0 else rate
+        steps = int(min(max(8.0 / rate, 50), 100_000))
+    std = math.sqrt(res["stationary_variance"]) if math.isfinite(res["stationary_variance"]) else None
+    fig = predicted_trajectory_figure(params, args.p0, steps, std=std)
+    fig.savefig(out / "trajectory.png", dpi=120)
+    res["figures"] = ["trajectory.png"]
+    write_json(out, "prediction.json", res)
+
+    t = Table(title=f"GRPO oscillator ({args.lag} lag)")
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    for k in ("M", "C", "K_eff", "damping_ratio", "regime", "stationary_variance"):
+        v = res[k]
+        t.add_row(k, f"{v:.4g}" if isinstance(v, float) else str(v))
+    cf, ex = res["closed_form"], res["exact"]
+    t.add_row("critical η (closed form / exact)", f"{cf['critical_eta']:.4g} / {ex['critical_eta']:.4g}")
+    t.add_row("oscillatory η (closed form / exact)", f"{cf['oscillatory_eta']:.4g} / {ex['oscillatory_eta']:.4g}")
+    t.add_row("exact spectral radius per step", f"{ex['spectral_radius_per_step']:.6f}")
+    t.add_row("η / exact critical η", f"{ex['margin']:.3f}")
+    console.print(t)
+    console.print(f"wrote {out / 'prediction.json'} and {out / 'trajectory.png'}")
+    del dyn
+    return 0
