@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import shutil
 import warnings
 
 import numpy as np
@@ -331,3 +332,21 @@ def test_openrlhf_console_progress_bar_status():
         check(run, col, fn, st)
     check(run, "clip_frac", lambda s: round(0.001 * s, 6), st)
     assert "rm" not in run.columns and "glen" not in run.columns  # inner micro-batch bars ignored
+
+
+def test_folder_with_trl_output_tensorboard_and_csv(tmp_path):
+    """A mixed folder: a TRL output dir (its runs/ events are the same run), a TB run, a W&B CSV."""
+    out = tmp_path / "exp"
+    shutil.copytree(FIX / "trl_output", out / "trl_out")
+    (out / "trl_out" / "config.json").write_text('{"model_type": "qwen2"}')  # not a log: ignored quietly
+    shutil.copytree(FIX / "tb_runs" / "trl_run_a", out / "trl_out" / "runs" / "x")  # same run as the state
+    shutil.copytree(FIX / "tb_runs" / "trl_run_a", out / "tb" / "other")
+    shutil.copy(FIX / "wandb_chart.csv", out / "wandb_chart.csv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LogWarning)
+        runs = read_log(out)
+    got = sorted((r.format, r.name) for r in runs)
+    assert got == [("tensorboard", "tb/other"), ("trl_state", "trl_out"),
+                   ("wandb_csv", "grpo-lr1e-6"), ("wandb_csv", "grpo-lr3e-6")]
+    trl = next(r for r in runs if r.format == "trl_state")
+    assert trl.steps[-1] == 40  # the newest (largest) checkpoint state

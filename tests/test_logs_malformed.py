@@ -154,3 +154,12 @@ def test_no_traceback_from_inside_parsers(tmp_path):
                     assert "\n" not in str(e)
                     n_err += 1
     assert n_err > 0
+
+
+def test_log_that_starts_over_says_so(tmp_path):
+    p = tmp_path / "twice.jsonl"
+    p.write_text("".join(json.dumps({"step": s, "reward_mean": k + 0.01 * s}) + "\n" for k in (0, 1) for s in range(1, 6)))
+    with pytest.warns(LogWarning) as rec:
+        [run] = read_log(p)
+    assert any("starts over at its first step" in str(w.message) for w in rec)
+    np.testing.assert_allclose(run.columns["reward_mean"], 1 + 0.01 * run.steps)

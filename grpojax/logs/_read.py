@@ -56,7 +56,12 @@ def detect_format(path: str | os.PathLike) -> str:
     """
     path = str(path)
     if os.path.isdir(path):
-        return "tensorboard" if _find_event_dirs(path) else "folder"
+        only_tb = _find_event_dirs(path) and not any(
+            f == "trainer_state.json" or f.lower().endswith((".json", ".jsonl", ".log", ".txt", ".csv", ".out"))
+            for _, _, files in os.walk(path)
+            for f in files
+        )
+        return "tensorboard" if only_tb else "folder"
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file or folder")
     if _is_event_file(path):
@@ -157,11 +162,12 @@ def read_log(path: str | os.PathLike, *, format: str | None = None) -> list[RunL
         raise FileNotFoundError(f"{path}: no such file or folder")
     if format is not None and format not in FORMATS:
         raise ValueError(f"format={format!r} is not one of {', '.join(FORMATS)}")
-    if os.path.isdir(path) and format not in (None, "tensorboard"):
-        raise LogFormatError(path, f"is a folder; format={format!r} needs a file")
+    if os.path.isdir(path):
+        if format not in (None, "tensorboard"):
+            raise LogFormatError(path, f"is a folder; format={format!r} needs a file")
+        if format is None:
+            return _read_folder(path)
     fmt = format or detect_format(path)
-    if fmt == "folder":
-        return _read_folder(path)
     try:
         return list(_reader(fmt)(path))
     except (LogFormatError, FileNotFoundError):
@@ -172,9 +178,22 @@ def read_log(path: str | os.PathLike, *, format: str | None = None) -> list[RunL
 
 
 def _read_folder(path: str) -> list[RunLog]:
-    states = []
-    others = []
+    """Every run under a folder: TRL output dirs, TensorBoard run dirs, and other log files.
+
+    A TRL output dir (holding ``trainer_state.json`` or ``checkpoint-*/trainer_state.json``) is
+    one run, read from its most complete state file (the largest: ``log_history`` only grows);
+    TensorBoard events inside such a dir (``runs/``) are the same run and are not read again.
+    Other sub-folders with event files are TensorBoard runs. Every other ``.jsonl``, ``.log``,
+    ``.txt``, ``.out``, ``.csv`` or ``.json`` file is read on its own; files that fail are skipped
+    with one warning (``.json`` files that are not logs at all, like ``config.json``, silently).
+    """
+    from grpojax.logs._tensorboard import read_event_dirs
+
+    states, others = [], []
+    event_dirs = []
     for d, _, files in os.walk(path):
+        if any(_is_event_file(f) for f in files):
+            event_dirs.append(d)
         for f in sorted(files):
             full = os.path.join(d, f)
             if f == "trainer_state.json":
@@ -182,17 +201,22 @@ def _read_folder(path: str) -> list[RunLog]:
             elif f.lower().endswith((".json", ".jsonl", ".log", ".txt", ".csv", ".out")):
                 others.append(full)
     runs: list[RunLog] = []
-    # TRL output dirs: checkpoint-*/trainer_state.json -> the newest per output dir
     by_out: dict[str, list[str]] = {}
-    for s in states:
-        parent = os.path.dirname(s)
+    for st in states:
+        parent = os.path.dirname(st)
         key = os.path.dirname(parent) if re.fullmatch(r"checkpoint-\d+", os.path.basename(parent)) else parent
-        by_out.setdefault(key, []).append(s)
+        by_out.setdefault(key, []).append(st)
     for key, lst in sorted(by_out.items()):
-        best = max(lst, key=lambda s: _ckpt_num(s))
+        best = max(lst, key=lambda f: (os.path.getsize(f), _ckpt_num(f)))
         runs.extend(read_log(best, format="trl_state"))
+    outs = [os.path.abspath(k) + os.sep for k in by_out]
+    tb_dirs = [d for d in sorted(event_dirs) if not any((os.path.abspath(d) + os.sep).startswith(o) for o in outs)]
+    if tb_dirs:
+        runs.extend(read_event_dirs(path, tb_dirs))
     skipped = []
     for f in others:
+        if any((os.path.abspath(f)).startswith(o) for o in outs) and f.endswith(".json"):
+            continue  # config.json, tokenizer.json, ... of a TRL output dir
         try:
             fmt = detect_format(f)
             if fmt == "wandb_csv":
@@ -202,6 +226,8 @@ def _read_folder(path: str) -> list[RunLog]:
             else:
                 runs.extend(read_log(f, format=fmt))
         except LogFormatError as e:
+            if f.endswith(".json") and "log_history" not in e.problem and "truncated" not in e.problem:
+                continue  # a JSON file that is no log at all
             skipped.append(f"{os.path.relpath(f, path)} ({e.problem})")
     if skipped:
         warnings.warn(f"{path}: skipped {len(skipped)} file(s): {'; '.join(skipped[:5])}", LogWarning, stacklevel=3)

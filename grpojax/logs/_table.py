@@ -242,10 +242,14 @@ class TableBuilder:
         if dup_steps:
             ds = sorted(dup_steps)
             shown = ", ".join(map(str, ds[:5])) + (", ..." if len(ds) > 5 else "")
+            hint = (
+                "the log starts over at its first step: a second run appended to the same file?"
+                if ds[0] == uniq[0]
+                else "a resumed run?"
+            )
             warn(
                 self.path,
-                f"{len(ds)} step(s) logged more than once (e.g. a resumed run): {shown}; "
-                "kept the last value logged for each",
+                f"{len(ds)} step(s) logged more than once ({hint}): {shown}; kept the last value logged for each",
                 meta,
             )
             meta["duplicated_steps"] = ds

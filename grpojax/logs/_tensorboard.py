@@ -207,9 +207,14 @@ def read_tensorboard(path: str | os.PathLike, *, engine: str = "auto") -> list[R
     dirs = _find_event_dirs(path)
     if not dirs:
         raise LogFormatError(path, "no TensorBoard event files (*tfevents*) in the folder")
+    return read_event_dirs(path, dirs, engine)
+
+
+def read_event_dirs(root: str, dirs: list[str], engine: str = "auto") -> list[RunLog]:
+    """One run per folder in ``dirs`` (named by its path relative to ``root``)."""
     runs: list[RunLog] = []
     problems = []
-    root = os.path.abspath(path)
+    root = os.path.abspath(root)
     for d in dirs:
         rel = os.path.relpath(os.path.abspath(d), root)
         name = os.path.basename(root) if rel == "." else rel.replace(os.sep, "/")
@@ -223,11 +228,11 @@ def read_tensorboard(path: str | os.PathLike, *, engine: str = "auto") -> list[R
         else:
             runs.append(run)
     if not runs:
-        raise LogFormatError(path, "no readable run: " + "; ".join(problems))
+        raise LogFormatError(root, "no readable TensorBoard run: " + "; ".join(problems))
     if problems:
-        msg = f"skipped {len(problems)} sub-folder(s): " + "; ".join(problems[:5])
+        msg = f"skipped {len(problems)} TensorBoard folder(s): " + "; ".join(problems[:5])
         for r in runs:
             r.meta.setdefault("warnings", []).append(msg)
-        warnings.warn(f"{path}: {msg}", LogWarning, stacklevel=3)
+        warnings.warn(f"{root}: {msg}", LogWarning, stacklevel=3)
     return runs
 
