@@ -18,7 +18,7 @@ from ._config import ModelConfig
 from ._layers import MLP, Embed, Linear, RMSNorm
 from ._rope import rope_cos_sin
 
-__all__ = ["CausalLM", "DecoderLayer", "left_pad_positions"]
+__all__ = ["CausalLM", "DecoderLayer", "init_model", "left_pad_positions"]
 
 
 def left_pad_positions(mask: jnp.ndarray) -> jnp.ndarray:
@@ -150,3 +150,28 @@ class CausalLM(nnx.Module):
 
 def _update_cols(x: jnp.ndarray, cols: jnp.ndarray, start: jnp.ndarray) -> jnp.ndarray:
     return jax.lax.dynamic_update_slice(x, cols.astype(x.dtype), (jnp.zeros((), jnp.int32), start))
+
+
+def init_model(config: ModelConfig, *, key: jax.Array, dtype=jnp.float32, param_dtype=jnp.float32,
+               mesh: jax.sharding.Mesh | None = None) -> CausalLM:
+    """A randomly initialised :class:`CausalLM`, built inside one ``jax.jit`` (fast for any size).
+
+    With ``mesh``, every parameter is created directly with its annotated sharding (no host copy), which is
+    how a model larger than one device is initialised.
+
+    Args:
+        config: architecture.
+        key: PRNG key of the initialisation.
+        dtype, param_dtype: compute and storage dtypes.
+        mesh: optional ``('data', 'model')`` mesh.
+    """
+    from ._mesh import param_shardings
+
+    def make(k):
+        return nnx.split(CausalLM(config, rngs=nnx.Rngs(params=k), dtype=dtype, param_dtype=param_dtype))[1]
+
+    abstract = nnx.eval_shape(lambda: CausalLM(config, rngs=nnx.Rngs(0), dtype=dtype, param_dtype=param_dtype))
+    graphdef, abs_state = nnx.split(abstract)
+    out_sh = param_shardings(abs_state, mesh) if mesh is not None else None
+    state = jax.jit(make, out_shardings=out_sh)(key)
+    return nnx.merge(graphdef, state)

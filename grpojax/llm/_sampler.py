@@ -2,9 +2,10 @@
 
 ``generate`` is one ``jax.jit`` boundary: a batched prefill of the (left-padded, length-bucketed) prompts
 fills the cache, then a ``lax.while_loop`` decodes one token per step until every row has emitted an EOS id
-or ``max_new_tokens`` tokens exist. Sizes and modes (``max_new_tokens``, ``greedy``, whether top-k/top-p
-filtering is on, the EOS ids, the bucketed prompt length) are static; ``temperature``, ``top_p`` and
-``top_k`` are traced, so changing their values does not recompile.
+or ``max_new_tokens`` tokens exist. Only sizes are static (batch, bucketed prompt length,
+``max_new_tokens``, the number of EOS ids) plus whether top-k/top-p filtering is on (it costs a vocabulary
+sort per step); ``temperature``, ``top_p``, ``top_k``, ``greedy``, the EOS and pad ids are traced, so
+changing their values does not recompile.
 
 Log-probabilities. GRPO's importance ratio ``pi_theta(y_t | y_<t) / pi_old(y_t | y_<t)`` uses the policy
 itself, so ``SampleOutput.logprobs`` is ``log softmax(logits)[y_t]`` under the model's raw distribution
@@ -26,7 +27,7 @@ from flax import nnx
 from ._cache import init_cache
 from ._model import CausalLM, left_pad_positions
 
-__all__ = ["SampleOutput", "generate", "sequence_logprobs", "bucket_length", "filter_logits"]
+__all__ = ["SampleOutput", "generate", "sequence_logprobs", "bucket_length", "filter_logits", "sample_logits"]
 
 
 class SampleOutput(NamedTuple):
@@ -132,29 +133,31 @@ def sequence_logprobs(
     return jnp.where(attention_mask, lp, 0.0).astype(jnp.float32)
 
 
-def _sample(logits, key, temperature, top_k, top_p, *, greedy: bool, use_filter: bool):
-    """One token per row from ``(B, V)`` float32 logits -> (token int32, raw log-prob float32)."""
-    if greedy:
-        tok = jnp.argmax(logits, axis=-1).astype(jnp.int32)
-    else:
-        scaled = logits / temperature
-        if use_filter:
-            scaled = filter_logits(scaled, top_k, top_p)
-        tok = jax.random.categorical(key, scaled, axis=-1).astype(jnp.int32)
+def sample_logits(logits, key, temperature, top_k, top_p, greedy, *, use_filter: bool):
+    """One token per row from ``(B, V)`` float32 logits -> (token int32, raw log-prob float32).
+
+    ``greedy`` (a possibly traced bool) selects the arg-max; otherwise the token is drawn from
+    ``softmax(filter_logits(logits / temperature, top_k, top_p))`` (the filter only when ``use_filter``, static).
+    The returned log-prob is always under the raw ``softmax(logits)``.
+    """
+    scaled = logits / temperature
+    if use_filter:
+        scaled = filter_logits(scaled, top_k, top_p)
+    drawn = jax.random.categorical(key, scaled, axis=-1).astype(jnp.int32)
+    tok = jnp.where(greedy, jnp.argmax(logits, axis=-1).astype(jnp.int32), drawn)
     return tok, _token_logprob(logits, tok)
 
 
-def _generate_impl(graphdef, state, tokens, mask, key, temperature, top_k, top_p, *, max_new_tokens: int,
-                   greedy: bool, use_filter: bool, eos_ids: tuple, pad_id: int):
+def _generate_impl(graphdef, state, tokens, mask, key, temperature, top_k, top_p, greedy, eos, pad_id, *,
+                   max_new_tokens: int, use_filter: bool):
     model = nnx.merge(graphdef, state)
     B, P = tokens.shape
     N = max_new_tokens
-    eos = jnp.asarray(eos_ids, jnp.int32)
     positions = left_pad_positions(mask)
     cache = init_cache(model.config, B, P + N, dtype=model.dtype)
     logits, cache = model(tokens, positions, attention_mask=mask, cache=cache)
     key, sub = jax.random.split(key)
-    tok, lp = _sample(logits[:, -1], sub, temperature, top_k, top_p, greedy=greedy, use_filter=use_filter)
+    tok, lp = sample_logits(logits[:, -1], sub, temperature, top_k, top_p, greedy, use_filter=use_filter)
     out_tok = jnp.full((B, N), pad_id, jnp.int32).at[:, 0].set(tok)
     out_lp = jnp.zeros((B, N), jnp.float32).at[:, 0].set(lp)
     out_mask = jnp.zeros((B, N), jnp.bool_).at[:, 0].set(True)
@@ -170,9 +173,9 @@ def _generate_impl(graphdef, state, tokens, mask, key, temperature, top_k, top_p
         fed_valid = out_mask[:, i - 1]
         logits, cache = model(tok[:, None], pos[:, None], attention_mask=fed_valid[:, None], cache=cache)
         key, sub = jax.random.split(key)
-        new, lp = _sample(logits[:, 0], sub, temperature, top_k, top_p, greedy=greedy, use_filter=use_filter)
+        new, lp = sample_logits(logits[:, 0], sub, temperature, top_k, top_p, greedy, use_filter=use_filter)
         alive = ~done
-        new = jnp.where(alive, new, jnp.int32(pad_id))
+        new = jnp.where(alive, new, pad_id)
         lp = jnp.where(alive, lp, 0.0)
         out_tok = jax.lax.dynamic_update_slice(out_tok, new[:, None], (jnp.int32(0), i))
         out_lp = jax.lax.dynamic_update_slice(out_lp, lp[:, None], (jnp.int32(0), i))
@@ -186,9 +189,7 @@ def _generate_impl(graphdef, state, tokens, mask, key, temperature, top_k, top_p
     return out_tok, out_lp, out_mask
 
 
-_generate_jit = jax.jit(
-    _generate_impl, static_argnames=("graphdef", "max_new_tokens", "greedy", "use_filter", "eos_ids", "pad_id")
-)
+_generate_jit = jax.jit(_generate_impl, static_argnames=("graphdef", "max_new_tokens", "use_filter"))
 
 
 def generate(
@@ -272,9 +273,9 @@ def generate(
     use_filter = (not greedy) and (int(top_k) > 0 or float(top_p) < 1.0)
     comp, lp, cmask = _generate_jit(
         graphdef, state, prompt_tokens_b, prompt_mask_b, key,
-        jnp.float32(temperature), jnp.int32(top_k), jnp.float32(top_p),
-        max_new_tokens=int(max_new_tokens), greedy=bool(greedy), use_filter=use_filter, eos_ids=eos_ids,
-        pad_id=pad_id,
+        jnp.float32(temperature if not greedy else 1.0), jnp.int32(top_k), jnp.float32(top_p), jnp.bool_(greedy),
+        jnp.asarray(eos_ids, jnp.int32), jnp.int32(pad_id),
+        max_new_tokens=int(max_new_tokens), use_filter=use_filter,
     )
     return SampleOutput(
         tokens=jnp.concatenate([prompt_tokens, comp], axis=1),
