@@ -4,8 +4,26 @@ Public surface:
 
 - :func:`exact_transition`, :func:`exact_moments`, :func:`sample_exact` — exact Gaussian transition of
   ``x = (e, ė)`` (Van Loan), reference moments and an exact sampler.
+- :func:`simulate` → :class:`Ensemble` — diffrax ensembles (``SOLVERS``: euler, heun, sra1, shark),
+  vmapped over keys and parameter sets in one ``jit``.
+- :func:`strong_errors`, :func:`weak_errors` — convergence measurements against the references.
 """
 
+from grpojax.sde._convergence import StrongResult, WeakResult, strong_errors, weak_errors
 from grpojax.sde._exact import exact_moments, exact_transition, sample_exact
+from grpojax.sde._solve import SOLVERS, Ensemble, SolverSpec, simulate, step_grid
 
-__all__ = ["exact_moments", "exact_transition", "sample_exact"]
+__all__ = [
+    "SOLVERS",
+    "Ensemble",
+    "SolverSpec",
+    "StrongResult",
+    "WeakResult",
+    "exact_moments",
+    "exact_transition",
+    "sample_exact",
+    "simulate",
+    "step_grid",
+    "strong_errors",
+    "weak_errors",
+]
