@@ -118,7 +118,7 @@ def parse_number(s: str) -> Fraction | None:
     """
     if s is None:
         return None
-    t = s.strip().strip(".").strip()
+    t = s.strip().rstrip(".").strip()
     t = t.replace("−", "-").replace("\\!", "").replace("\\,", "").replace("\\ ", "")
     t = re.sub(r"\\text\{([^}]*)\}", r"\1", t)
     t = re.sub(r"\\(?:mathrm|textbf|mathbf)\{([^}]*)\}", r"\1", t)

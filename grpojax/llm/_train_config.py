@@ -205,6 +205,21 @@ class TrainConfig:
         return self
 
 
+def _coerce(default: Any, v: Any, where: str) -> Any:
+    """YAML reads ``5e-4`` as a string and ``1`` where a float is meant: convert to the default's type."""
+    if isinstance(default, bool) or default is None or default is dataclasses.MISSING or v is None:
+        return v
+    if isinstance(default, (int, float)) and not isinstance(v, bool):
+        try:
+            out = type(default)(v) if isinstance(default, float) else int(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}={v!r}; expected a number") from None
+        if isinstance(default, int) and isinstance(v, float) and out != v:
+            raise ValueError(f"{where}={v!r}; expected an integer")
+        return out
+    return v
+
+
 def _from_dict(cls, data: dict, where: str):
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a mapping, got {type(data).__name__}")
@@ -217,7 +232,7 @@ def _from_dict(cls, data: dict, where: str):
         if dataclasses.is_dataclass(default):
             kwargs[k] = _from_dict(type(default), v or {}, f"{where}.{k}")
         else:
-            kwargs[k] = v
+            kwargs[k] = _coerce(fields[k].default, v, f"{where}.{k}")
     return cls(**kwargs)
 
 

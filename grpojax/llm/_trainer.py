@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from grpojax.llm._advantages import group_advantages
 from grpojax.llm._arith import arith_problems
@@ -52,17 +54,6 @@ class NonFiniteLossError(RuntimeError):
         super().__init__(
             f"non-finite loss or gradient at step {step}; run stopped, last good state saved to {checkpoint}"
         )
-
-
-def _generate_fn():
-    try:
-        from grpojax.llm import generate  # issue 7's sampler
-
-        return generate
-    except ImportError:  # pragma: no cover - only before issue 7 lands
-        from grpojax.llm._simple_sampler import simple_generate
-
-        return simple_generate
 
 
 def _dtype(name: str):
@@ -106,7 +97,7 @@ class GRPOTrainer:
         self.logprob_fn = make_logprob_fn(self.graphdef, self.rest)
         self.ref_params = None if g.beta == 0 else jax.tree.map(jnp.copy, self.params)
         self.batch = self._empty_batch()
-        self._generate = _generate_fn()
+        self._gen_kwargs = {"pad_id": self.codec.pad_id, "buckets": (cfg.data.max_prompt_len,)}
         self.key = jax.random.key(cfg.seed)
 
     # ------------------------------------------------------------------ building
@@ -162,7 +153,14 @@ class GRPOTrainer:
         return CausalLM(mc, rngs=nnx.Rngs(self.cfg.seed), dtype=dtype, param_dtype=pdtype)
 
     def _init_opt(self, tx, params):
-        return jax.jit(tx.init)(params)
+        """Optimiser state on the mesh (moments follow the parameters; scalars replicated)."""
+        rep = NamedSharding(self.mesh, P())
+
+        def fix(x):
+            sh = getattr(x, "sharding", None)
+            return x if isinstance(sh, NamedSharding) and sh.mesh == self.mesh else jax.device_put(x, rep)
+
+        return jax.tree.map(fix, jax.jit(tx.init)(params))
 
     def _context(self) -> int:
         m = self.cfg.model
@@ -213,9 +211,12 @@ class GRPOTrainer:
     def _sample(self, params, prompt, mask, *, key, greedy=False):
         model = nnx.merge(self.graphdef, params, self.rest)
         s = self.cfg.sampling
-        out = self._generate(
+        from grpojax.llm import generate
+
+        out = generate(
             model, self._put(prompt), self._put(mask), key=key, max_new_tokens=s.max_new_tokens,
             temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, greedy=greedy, eos_id=self.codec.eos_id,
+            **self._gen_kwargs,
         )
         return out.completion, out.logprobs, out.completion_mask
 

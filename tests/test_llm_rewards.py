@@ -1,0 +1,111 @@
+"""Answer extraction, numeric equivalence and reward callables."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from grpojax.llm import (
+    answers_equal,
+    combine_rewards,
+    correctness_reward,
+    extract_answer,
+    extract_boxed,
+    format_reward,
+    parse_number,
+    score_completions,
+)
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("so 3+4=7\n#### 7", "7"),
+        ("#### 1,234", "1,234"),
+        ("#### $1,234.50 dollars", "$1,234.50"),
+        ("We get \\boxed{\\frac{1}{2}} finally", "\\frac{1}{2}"),
+        ("\\boxed{x^{2}+1} and later \\boxed{\\dfrac{3}{4}}", "\\dfrac{3}{4}"),
+        ("The answer is -12.", "-12"),
+        ("Answer: 3/4", "3/4"),
+        ("no marker 12 then 13", None),
+        ("", None),
+        ("#### ", None),
+        ("\\boxed{unbalanced", None),
+    ],
+)
+def test_extract_answer(text, want):
+    assert extract_answer(text) == want
+
+
+def test_extract_fallback_last_number():
+    assert extract_answer("no marker 12 then 13", fallback_last_number=True) == "13"
+    assert extract_boxed("a \\fbox{5} b") == "5"
+
+
+@pytest.mark.parametrize(
+    "s, want",
+    [
+        ("1,234", Fraction(1234)),
+        ("-1,234.50", Fraction(-2469, 2)),
+        ("+3", Fraction(3)),
+        ("−2", Fraction(-2)),
+        ("$12", Fraction(12)),
+        ("12 dollars", Fraction(12)),
+        ("12 cm", Fraction(12)),
+        ("0.50", Fraction(1, 2)),
+        (".5", Fraction(1, 2)),
+        ("3/4", Fraction(3, 4)),
+        ("\\frac{3}{4}", Fraction(3, 4)),
+        ("-\\dfrac{6}{8}", Fraction(-3, 4)),
+        ("45%", Fraction(9, 20)),
+        ("1e3", Fraction(1000)),
+        ("12.", Fraction(12)),
+        ("abc", None),
+        ("1/0", None),
+        ("1,23", None),
+    ],
+)
+def test_parse_number(s, want):
+    assert parse_number(s) == want
+
+
+@pytest.mark.parametrize(
+    "a, b, eq",
+    [
+        ("1,000", "1000", True),
+        ("0.5", "\\frac{1}{2}", True),
+        ("$5.00", "5", True),
+        ("-3", "3", False),
+        ("7", "7 apples", True),
+        ("x+1", "x + 1", True),
+        ("x+1", "1", False),
+        (None, "1", False),
+        ("", "", False),
+    ],
+)
+def test_answers_equal(a, b, eq):
+    assert answers_equal(a, b) is eq
+
+
+def test_correctness_and_format_rewards():
+    comps = ["3+4=7\n#### 7", "#### 8", "I think 7", "\\boxed{7.0}"]
+    answers = ["7", "7", "7", "#### 7"]
+    np.testing.assert_array_equal(correctness_reward(comps, answers), [1, 0, 0, 1])
+    np.testing.assert_array_equal(format_reward(comps, answers), [1, 1, 0, 1])
+    combo = combine_rewards([correctness_reward, format_reward], [1.0, 0.1])
+    np.testing.assert_allclose(combo(comps, answers), [1.1, 0.1, 0.0, 1.1], rtol=1e-6)
+    with pytest.raises(ValueError, match="2 functions but 1 weights"):
+        combine_rewards([correctness_reward, format_reward], [1.0])
+    with pytest.raises(ValueError, match="3 completions but 2 answers"):
+        correctness_reward(comps[:3], answers[:2])
+
+
+def test_unparseable_scores_zero_and_is_counted():
+    s = score_completions(["garbage", "#### 5", "5"], ["5", "5", "5"], {"correctness": 1.0, "format": 0.5})
+    np.testing.assert_allclose(s.rewards, [0.0, 1.5, 0.0])
+    np.testing.assert_array_equal(s.correct, [0, 1, 0])
+    assert s.unparsed == 2
+    with pytest.raises(ValueError, match="unknown reward function"):
+        score_completions(["x"], ["1"], {"length": 1.0})
