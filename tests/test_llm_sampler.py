@@ -81,3 +81,75 @@ def test_logprobs_equal_teacher_forcing(fixture_model):
     np.testing.assert_allclose(np.asarray(tf)[:, P:], lp, atol=1e-4)
     assert np.all(lp[np.asarray(out.completion_mask)] < 0)
     assert np.all(lp[~np.asarray(out.completion_mask)] == 0)
+
+
+def test_filter_logits_top_k_top_p():
+    logits = jnp.log(jnp.asarray([[0.05, 0.4, 0.1, 0.3, 0.15]], jnp.float32))
+    keep = lambda k, p: np.isfinite(np.asarray(filter_logits(logits, jnp.int32(k), jnp.float32(p))))[0]
+    np.testing.assert_array_equal(keep(0, 1.0), [1, 1, 1, 1, 1])
+    np.testing.assert_array_equal(keep(2, 1.0), [0, 1, 0, 1, 0])
+    np.testing.assert_array_equal(keep(0, 0.7), [0, 1, 0, 1, 0])  # 0.4 + 0.3 reaches 0.7
+    np.testing.assert_array_equal(keep(0, 0.71), [0, 1, 0, 1, 1])
+    np.testing.assert_array_equal(keep(0, 0.01), [0, 1, 0, 0, 0])  # always the arg-max
+    np.testing.assert_array_equal(keep(4, 0.8), [0, 1, 0, 1, 1])  # top-k first, then top-p on the rest
+    assert bucket_length(5) == 16 and bucket_length(17) == 32 and bucket_length(1500) == 1536
+    assert bucket_length(5, buckets=(8, 64)) == 8
+    with pytest.raises(ValueError, match="exceeds"):
+        bucket_length(65, buckets=(8, 64))
+
+
+def test_sampling_distribution_matches_tempered_truncated_softmax():
+    """4000 draws of one categorical: counts within 5 sigma of softmax(filter(logits / T)); log-probs raw."""
+    from grpojax.llm import sample_logits
+
+    n, T = 4000, 0.7
+    base = jnp.asarray([1.0, 0.2, -0.5, 0.8, -2.0, 0.0], jnp.float32)
+    logits = jnp.broadcast_to(base, (n, 6))
+    tok, lp = jax.jit(lambda k: sample_logits(logits, k, jnp.float32(T), jnp.int32(4), jnp.float32(1.0),
+                                              jnp.bool_(False), use_filter=True))(jax.random.key(7))
+    p = np.exp(np.asarray(base) / T)
+    p[np.argsort(-np.asarray(base))[4:]] = 0  # top-4
+    p /= p.sum()
+    counts = np.bincount(np.asarray(tok), minlength=6)
+    sigma = np.sqrt(n * p * (1 - p)) + 1e-9
+    assert np.all(np.abs(counts - n * p) < 5 * sigma + 1e-9), (counts, n * p)
+    raw = np.asarray(jax.nn.log_softmax(base))
+    np.testing.assert_allclose(np.asarray(lp), raw[np.asarray(tok)], atol=1e-6)
+
+
+def test_eos_stopping_bucketing_and_no_recompile():
+    from grpojax.llm._sampler import _generate_jit
+
+    model = load_pretrained(FIX / "llama")
+    ref = dict(np.load(FIX / "llama" / "reference.npz"))
+    tokens, mask = ref["tokens"], ref["mask"]
+    pad = model.config.pad_token_id
+    kw = dict(max_new_tokens=N_NEW, pad_id=pad)
+    first = generate(model, tokens, mask, key=None, greedy=True, eos_id=model.config.eos_token_id, **kw)
+    # EOS = the token row 0 emits at step 2 -> row 0 stops there (EOS kept, masked True), other rows go on
+    # unless they emit it too.
+    eos = int(np.asarray(first.completion)[0, 2])
+    out = generate(model, tokens, mask, key=None, greedy=True, eos_id=[eos, 10_000], **kw)
+    size0 = _generate_jit._cache_size()
+    comp, cm = np.asarray(out.completion), np.asarray(out.completion_mask)
+    base = np.asarray(first.completion)
+    for b in range(3):
+        hits = np.flatnonzero(base[b] == eos)
+        n = hits[0] + 1 if hits.size else N_NEW
+        assert cm[b].sum() == n == int(out.lengths[b])
+        np.testing.assert_array_equal(comp[b, :n], base[b, :n])
+        assert (comp[b, n:] == pad).all() and not cm[b, n:].any()
+    assert np.all(np.asarray(out.logprobs)[~cm] == 0)
+    # a shorter prompt (same bucket) and a sampled run with new settings reuse the compiled program
+    short_t, short_m = tokens[:, 4:], mask[:, 4:]
+    assert short_m.any(axis=1).all()
+    generate(model, short_t, short_m, key=jax.random.key(1), temperature=1.3, eos_id=[3, eos], **kw)
+    assert _generate_jit._cache_size() == size0
+    # extra left padding does not change greedy output
+    wide = generate(model, tokens, mask, key=None, greedy=True, eos_id=model.config.eos_token_id,
+                    buckets=(32,), **kw)
+    np.testing.assert_array_equal(np.asarray(wide.completion), base)
+    with pytest.raises(ValueError, match=r"rows \[1\]"):
+        generate(model, tokens, mask & np.asarray([[True], [False], [True]]), key=None, greedy=True, eos_id=1, **kw)
+    with pytest.raises(ValueError, match="temperature"):
+        generate(model, tokens, mask, key=jax.random.key(0), temperature=0.0, eos_id=1, **kw)
