@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.extend.random import threefry_2x32
 from jaxtyping import Array, ArrayLike
 
-__all__ = ["binomial", "INVERSION_MAX_MEAN", "TABLE_MAX_N"]
+__all__ = ["binomial", "binomial_counter", "INVERSION_MAX_MEAN", "TABLE_MAX_N"]
 
 INVERSION_MAX_MEAN = 10.0
 """Elements with ``G·min(p, 1−p)`` below this use CDF inversion, the others BTRS."""
@@ -31,16 +32,20 @@ TABLE_MAX_N = 64
 
 
 def _table_inversion(u: Array, n: Array, p: Array, max_n: int) -> Array:
-    """Inversion by an unrolled scan of the CDF over k = 0..max_n (exact for n ≤ max_n, p ≤ 1/2)."""
+    """Inversion by an unrolled scan of the CDF over k = 0..max_n (exact for n ≤ max_n, p ≤ 1/2).
+
+    pmf(j+1) = pmf(j)·(p/(1−p))·(n − j)/(j + 1) is exactly 0 beyond j = n, so no mask is needed; the final
+    clamp k ≤ n only guards against u above the rounded total CDF.
+    """
     ratio = p / (1.0 - p)
     pmf = jnp.exp(n * jnp.log1p(-p))
     cdf = pmf
-    k = jnp.zeros_like(p)
-    for j in range(max_n):
-        k = k + ((cdf < u) & (j < n)).astype(p.dtype)
-        pmf = pmf * ratio * (n - j) / (j + 1.0)
+    k = (cdf < u).astype(p.dtype)
+    for j in range(max_n - 1):
+        pmf = pmf * ratio * (n - j) * (1.0 / (j + 1.0))
         cdf = cdf + pmf
-    return k
+        k = k + (cdf < u).astype(p.dtype)
+    return jnp.minimum(k, n)
 
 
 def _inversion(u: Array, n: Array, p: Array, active: Array) -> Array:
@@ -68,7 +73,7 @@ def _inversion(u: Array, n: Array, p: Array, active: Array) -> Array:
     return k
 
 
-def _btrs(key: Array, n: Array, p: Array, active: Array) -> Array:
+def _btrs(uniforms, n: Array, p: Array, active: Array) -> Array:
     """BTRS rejection sampler (p ≤ 1/2, n·p ≥ 10 where active)."""
     safe_n = jnp.where(active, n, 100.0)
     safe_p = jnp.where(active, p, 0.5)
@@ -90,9 +95,8 @@ def _btrs(key: Array, n: Array, p: Array, active: Array) -> Array:
 
     def body(c_):
         i, k, done = c_
-        uv = jax.random.uniform(jax.random.fold_in(key, i), (2,) + n.shape, dtype=dtype)
-        u = uv[0] - 0.5
-        v = uv[1]
+        u, v = uniforms(i + 1)
+        u = u - 0.5
         us = 0.5 - jnp.abs(u)
         kk = jnp.floor((2.0 * a / us + b) * u + c)
         inside = (kk >= 0) & (kk <= safe_n)
@@ -108,6 +112,38 @@ def _btrs(key: Array, n: Array, p: Array, active: Array) -> Array:
     return k
 
 
+def _bits_to_unit(bits: Array, dtype) -> Array:
+    """uint32 → uniform in [0, 1) with 24 (float32) or 32 (float64) random bits."""
+    if jnp.dtype(dtype) == jnp.float64:
+        return bits.astype(dtype) * (2.0**-32)
+    return (bits >> 8).astype(dtype) * (2.0**-24)
+
+
+def _sample(uniforms, n: Array, p: Array, max_n: int | None) -> Array:
+    dtype = p.dtype
+    valid = jnp.isfinite(p) & jnp.isfinite(n) & (n >= 0)  # a diverged element never stalls the loops
+    n = jnp.where(valid, n, 0.0)
+    flip = p > 0.5
+    pp = jnp.clip(jnp.where(valid, jnp.where(flip, 1.0 - p, p), 0.0), 0.0, 0.5)
+    u = uniforms(0)[0]
+    if max_n is not None and int(max_n) <= TABLE_MAX_N:  # one uniform, no loop
+        k = _table_inversion(u, n, pp, int(max_n))
+    else:
+        small = n * pp < INVERSION_MAX_MEAN
+        k_small = _inversion(u, n, pp, small)
+        k_large = _btrs(uniforms, n, pp, ~small)
+        k = jnp.where(small, k_small, k_large)
+    k = jnp.where(pp <= 0, 0.0, k)
+    del dtype
+    return jnp.where(valid, jnp.where(flip, n - k, k), jnp.nan)
+
+
+def _prepare(n, p):
+    p = jnp.asarray(p)
+    dtype = p.dtype if jnp.issubdtype(p.dtype, jnp.floating) else jnp.result_type(float)
+    return jnp.broadcast_arrays(jnp.asarray(n, dtype=dtype), p.astype(dtype))
+
+
 def binomial(key: Array, n: ArrayLike, p: ArrayLike, *, max_n: int | None = None) -> Array:
     """Exact draw of ``k ~ Binomial(n, p)`` elementwise, cost independent of ``n``.
 
@@ -119,8 +155,8 @@ def binomial(key: Array, n: ArrayLike, p: ArrayLike, *, max_n: int | None = None
             loop-free unrolled CDF inversion (the fastest path for small groups).
 
     Returns:
-        Counts as floating values of the broadcast shape (the dtype of ``p``'s float type), so that they
-        can enter gradients directly.
+        NaN where ``n`` or ``p`` is not finite (so one diverged element cannot stall the batch); otherwise
+        counts as floating values of the broadcast shape (``p``'s float dtype), ready to enter gradients.
 
     Example:
         >>> import jax
@@ -128,20 +164,37 @@ def binomial(key: Array, n: ArrayLike, p: ArrayLike, *, max_n: int | None = None
         >>> 0 <= float(k) <= 1000
         True
     """
-    p = jnp.asarray(p)
-    dtype = p.dtype if jnp.issubdtype(p.dtype, jnp.floating) else jnp.result_type(float)
-    n, p = jnp.broadcast_arrays(jnp.asarray(n, dtype=dtype), p.astype(dtype))
-    flip = p > 0.5
-    pp = jnp.clip(jnp.where(flip, 1.0 - p, p), 0.0, 0.5)
-    k_inv, k_rej = jax.random.split(key)
-    u = jax.random.uniform(k_inv, n.shape, dtype=dtype)
-    if max_n is not None and int(max_n) <= TABLE_MAX_N:
-        k = _table_inversion(u, n, pp, int(max_n))
-        k = jnp.where(pp <= 0, 0.0, k)
-        return jnp.where(flip, n - k, k)
-    small = n * pp < INVERSION_MAX_MEAN
-    k_small = _inversion(u, n, pp, small)
-    k_large = _btrs(k_rej, n, pp, ~small)
-    k = jnp.where(small, k_small, k_large)
-    k = jnp.where(pp <= 0, 0.0, k)
-    return jnp.where(flip, n - k, k)
+    n, p = _prepare(n, p)
+
+    def uniforms(i):
+        uv = jax.random.uniform(jax.random.fold_in(key, i), (2,) + n.shape, dtype=p.dtype)
+        return uv[0], uv[1]
+
+    return _sample(uniforms, n, p, max_n)
+
+
+def binomial_counter(key: Array, counter: ArrayLike, n: ArrayLike, p: ArrayLike, *, max_n: int | None = None
+                     ) -> Array:
+    """:func:`binomial` whose randomness is ``threefry(key, counter)``: one hash per element and draw.
+
+    The element with counter c gets the same draw whatever the shape, order, chunking or sharding of the
+    batch (the sweep uses the global row id), and under ``vmap`` with an unbatched ``key`` each element
+    costs a single Threefry-2x32 evaluation (two uniforms) per draw.
+
+    Args:
+        key: PRNG key shared by the batch (use a fresh one per step).
+        counter: uint32 counter per element (e.g. the row id), broadcast with ``n``/``p``.
+        n, p, max_n: as in :func:`binomial`.
+    """
+    n, p = _prepare(n, p)
+    c = jnp.broadcast_to(jnp.asarray(counter, dtype=jnp.uint32), n.shape).ravel()
+
+    def uniforms(i):
+        kd = jax.random.key_data(jax.random.fold_in(key, i))
+        if kd.shape != (2,):  # a non-threefry key: derive a threefry key pair from it
+            kd = jax.random.bits(jax.random.fold_in(key, i), (2,), jnp.uint32)
+        bits = threefry_2x32(kd, jnp.concatenate([c, jnp.zeros_like(c)]))
+        m = c.shape[0]
+        return (_bits_to_unit(bits[:m], p.dtype).reshape(n.shape), _bits_to_unit(bits[m:], p.dtype).reshape(n.shape))
+
+    return _sample(uniforms, n, p, max_n)

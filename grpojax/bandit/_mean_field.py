@@ -239,8 +239,7 @@ def with_fixed_point(config: BanditConfig, p_star: ArrayLike, *, k_instant: Arra
     cfg0 = jax.tree_util.tree_map(lambda x: x, config)
     zero_beta = _replace(cfg0, beta=jnp.zeros_like(config.beta))
     t = _logit(p_star)
-    r_star = _batched(lambda th, c: _drift_one(th, th, c), zero_beta, t)
-    r_theta = _batched(lambda th, c: jax.grad(_drift_one, argnums=0)(th, th, c), zero_beta, t)
+    r_star, r_theta = _calib_terms(zero_beta, t)
     s = p_star * (1.0 - p_star)
     if k_instant is None:
         x = t - _logit(config.p_ref)
@@ -251,6 +250,16 @@ def with_fixed_point(config: BanditConfig, p_star: ArrayLike, *, k_instant: Arra
                     "no KL anchor reaches this (p*, K_0)")
     x = r_star / denom
     return _replace(config, beta=r_star / (s * x), p_ref=jax.nn.sigmoid(t - x))
+
+
+@jax.jit
+def _calib_terms(cfg: BanditConfig, t: Array) -> tuple[Array, Array]:
+    """(R*, ∂_θR) of the reward-only drift at θ = θ_b = t."""
+
+    def one(th, c):
+        return _drift_one(th, th, c), jax.grad(_drift_one, argnums=0)(th, th, c)
+
+    return _batched(one, cfg, t)
 
 
 def _check_positive(name, value, why):

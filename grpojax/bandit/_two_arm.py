@@ -27,11 +27,11 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from grpojax.bandit._binomial import binomial
+from grpojax.bandit._binomial import binomial, binomial_counter
 from grpojax.bandit._config import BanditConfig
 
 __all__ = ["TwoArmState", "advantage_mass", "reward_gradient", "kl_gradient", "behaviour_logit",
-           "two_arm_init", "two_arm_step"]
+           "two_arm_init", "two_arm_step", "two_arm_step_counter"]
 
 
 class TwoArmState(NamedTuple):
@@ -106,31 +106,46 @@ def two_arm_init(config: BanditConfig) -> TwoArmState:
 
 
 def behaviour_logit(state: TwoArmState) -> tuple[Array, Array]:
-    """(θ_b for this step, history after storing what the lag model needs). Unbatched state."""
+    """(θ_b for this step, history after storing what the lag model needs). Unbatched state.
+
+    The ring buffer is read and written through one-hot masks over its ``max_lag`` slots (no gather or
+    scatter), which vectorises well when every configuration of a batch has its own K_ref.
+    """
     cfg = state.config
     n, L = state.step, cfg.max_lag
+    slots = jnp.arange(L)
     if cfg.lag == "constant":
-        theta_b = state.history[jnp.mod(n - cfg.k_ref, L)]
-        hist = state.history.at[jnp.mod(n, L)].set(state.theta)
+        read = slots == jnp.mod(n - cfg.k_ref, L)
+        theta_b = jnp.sum(jnp.where(read, state.history, 0.0))
+        hist = jnp.where(slots == jnp.mod(n, L), state.theta, state.history)
     else:
         theta_b = jnp.where(jnp.mod(n, cfg.k_ref) == 0, state.theta, state.history[0])
         hist = state.history.at[0].set(theta_b)
     return theta_b, hist
 
 
-def two_arm_step(state: TwoArmState, key: Array) -> tuple[TwoArmState, dict[str, Array]]:
-    """One GRPO step of an (unbatched) two-arm state; returns the new state and per-step metrics."""
+def _update(state: TwoArmState, theta_b: Array, hist: Array, k: Array) -> tuple[TwoArmState, dict[str, Array]]:
     cfg = state.config
     theta = state.theta
-    theta_b, hist = behaviour_logit(state)
-    p, pm = _pq(theta)
-    pb, _ = _pq(theta_b)
-    G = cfg.group_size
-    k = binomial(key, G, pb, max_n=cfg.max_group)
     g_r = reward_gradient(k, theta, theta_b, cfg)
     g = g_r - cfg.beta * kl_gradient(theta, cfg)
     v = cfg.mu * state.velocity + g
-    new_theta = theta + cfg.eta * v
-    new = TwoArmState(new_theta, v, hist, state.step + 1, cfg)
-    metrics = dict(k=k, p=p, theta=theta, theta_b=theta_b, g=g)
+    new = TwoArmState(theta + cfg.eta * v, v, hist, state.step + 1, cfg)
+    metrics = dict(k=k, p=jax.nn.sigmoid(theta), theta=theta, theta_b=theta_b, g=g)
     return new, metrics
+
+
+def two_arm_step(state: TwoArmState, key: Array) -> tuple[TwoArmState, dict[str, Array]]:
+    """One GRPO step of an (unbatched) two-arm state; returns the new state and per-step metrics."""
+    cfg = state.config
+    theta_b, hist = behaviour_logit(state)
+    k = binomial(key, cfg.group_size, jax.nn.sigmoid(theta_b), max_n=cfg.max_group)
+    return _update(state, theta_b, hist, k)
+
+
+def two_arm_step_counter(state: TwoArmState, key: Array, counter: Array) -> TwoArmState:
+    """:func:`two_arm_step` with counter-based randomness (:func:`binomial_counter`): the sweep's hot loop."""
+    cfg = state.config
+    theta_b, hist = behaviour_logit(state)
+    k = binomial_counter(key, counter, cfg.group_size, jax.nn.sigmoid(theta_b), max_n=cfg.max_group)
+    return _update(state, theta_b, hist, k)[0]

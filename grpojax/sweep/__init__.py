@@ -1,0 +1,25 @@
+"""Vmapped, chunked, sharded sweeps of the two-arm bandit: grids, measured vs predicted regimes.
+
+- :func:`make_grid` builds the rows; :func:`run_sweep` simulates them (one compiled, vmapped call per chunk,
+  sharded over all devices) and returns a :class:`SweepResult` with predictions and measurements side by side.
+- :func:`measure` turns recorded trajectories into statistics and a measured regime (:data:`MEASURED_REGIMES`).
+"""
+
+from grpojax.sweep._engine import SweepResult, run_sweep, simulate_traces
+from grpojax.sweep._grid import MODE_KNOBS, NUMERIC_KNOBS, Grid, make_grid
+from grpojax.sweep._measure import MEASURED_REGIMES, measure
+from grpojax.sweep._predict import PREDICTED_REGIMES, predict_rows
+
+__all__ = [
+    "MEASURED_REGIMES",
+    "MODE_KNOBS",
+    "NUMERIC_KNOBS",
+    "PREDICTED_REGIMES",
+    "Grid",
+    "SweepResult",
+    "make_grid",
+    "measure",
+    "predict_rows",
+    "run_sweep",
+    "simulate_traces",
+]

@@ -1,0 +1,203 @@
+"""Run a grid of two-arm bandit configurations in one compiled, vmapped, sharded call per chunk.
+
+Rows are grouped by static mode; each group is cut into equal chunks (padded, so one compilation serves
+all chunks) whose leading axis is sharded over a 1-D mesh of all devices with
+``NamedSharding(mesh, P("configs"))``. Every row's randomness is ``threefry(fold_in(key, step), row)``, so results do not
+depend on the chunk size or the number of devices. Each row records ``p`` every ``stride`` steps; summary
+statistics and the measured regime are computed from that trace (:mod:`grpojax.sweep._measure`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from grpojax.bandit import BanditConfig
+from grpojax.bandit._mean_field import _mf_step
+from grpojax.bandit._two_arm import two_arm_init, two_arm_step_counter
+from grpojax.sweep._grid import Grid
+from grpojax.sweep._measure import MEASURED_REGIMES, measure
+from grpojax.sweep._predict import predict_rows
+
+__all__ = ["SweepResult", "run_sweep", "simulate_traces"]
+
+
+@dataclass
+class SweepResult:
+    """Per-row inputs, predictions and measurements of a sweep.
+
+    Attributes:
+        columns: name → ``(N,)`` array (inputs such as ``eta``, ``k_ref``; predictions ``p_star``, ``K_d``,
+            ``eta_crit_exact``, ``regime_exact`` ...; measurements ``late_mean``, ``late_std``,
+            ``growth_rate``, ``frequency``, ``escaped``, ``finite``, ``regime``).
+        traces: ``(N, W)`` recorded p every ``stride`` steps (``None`` unless requested).
+        meta: num_steps, stride, devices, chunk size, seconds.
+    """
+
+    columns: dict[str, np.ndarray]
+    traces: np.ndarray | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.columns["regime"])
+
+    def regime_counts(self) -> dict[str, int]:
+        return {r: int(np.sum(self.columns["regime"] == r)) for r in MEASURED_REGIMES}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: ``{"meta": ..., "rows": [{column: value}, ...]}``."""
+        names = list(self.columns)
+        rows = [{n: _py(self.columns[n][i]) for n in names} for i in range(len(self))]
+        return {"meta": self.meta, "regime_counts": self.regime_counts(), "rows": rows}
+
+
+def _py(x):
+    if isinstance(x, (np.floating, float)):
+        return float(x) if np.isfinite(x) else ("nan" if np.isnan(x) else ("inf" if x > 0 else "-inf"))
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x.item() if hasattr(x, "item") else x
+
+
+def _trace_one(cfg: BanditConfig, key, row, num_records: int, stride: int, mean_field: bool):
+    st = two_arm_init(cfg)
+
+    def inner(s, n):
+        if mean_field:
+            return _mf_step(s, None)[0], None
+        return two_arm_step_counter(s, jax.random.fold_in(key, n), row), None
+
+    def outer(s, j):
+        s, _ = jax.lax.scan(inner, s, j * stride + jnp.arange(stride, dtype=jnp.uint32))
+        return s, jax.nn.sigmoid(s.theta)
+
+    s, trace = jax.lax.scan(outer, st, jnp.arange(num_records, dtype=jnp.uint32))
+    return trace, s.theta, s.velocity
+
+
+@partial(jax.jit, static_argnames=("num_records", "stride", "mean_field"))
+def _trace_chunk(cfg: BanditConfig, rows, key, *, num_records: int, stride: int, mean_field: bool):
+    # the step key is shared by all rows (unbatched); each row's draws are threefry(step key, row id)
+    return jax.vmap(lambda c, r: _trace_one(c, key, r, num_records, stride, mean_field))(cfg, rows)
+
+
+def _mesh() -> Mesh:
+    return Mesh(np.array(jax.devices()), ("configs",))
+
+
+def simulate_traces(cfg: BanditConfig, rows: np.ndarray, num_steps: int, *, key, stride: int = 1,
+                    chunk_size: int = 8192, mean_field: bool = False, progress=None, task=None):
+    """Simulate a flat batch of configurations; return (traces (N, W), final θ, final v) as NumPy.
+
+    Args:
+        cfg: batched :class:`BanditConfig` with leading axis N (broadcast).
+        rows: ``(N,)`` global row ids (a row's draws are ``threefry(fold_in(key, step), row)``).
+        num_steps: steps per row (rounded down to a multiple of ``stride``).
+        key: PRNG key.
+        stride: record p every ``stride`` steps.
+        chunk_size: rows per compiled call (rounded up to a multiple of the device count).
+        mean_field: iterate the exact mean-field map instead of sampling (deterministic).
+        progress, task: optional rich progress bar and task id advanced by rows.
+    """
+    n = len(rows)
+    ndev = jax.device_count()
+    chunk = max(1, min(int(chunk_size), n))
+    chunk = int(math.ceil(chunk / ndev) * ndev)
+    num_records = max(1, int(num_steps) // int(stride))
+    mesh = _mesh()
+    shard = NamedSharding(mesh, PartitionSpec("configs"))
+    traces, thetas, vels = [], [], []
+    for start in range(0, n, chunk):
+        sl = np.arange(start, min(start + chunk, n))
+        pad = np.concatenate([sl, np.full(chunk - len(sl), sl[-1])])
+        sub = jax.tree_util.tree_map(lambda x: jax.device_put(jnp.asarray(x)[pad], shard), cfg)
+        r = jax.device_put(jnp.asarray(rows[pad], dtype=jnp.uint32), shard)
+        tr, th, v = _trace_chunk(sub, r, key, num_records=num_records, stride=int(stride),
+                                 mean_field=bool(mean_field))
+        m = len(sl)
+        traces.append(np.asarray(tr)[:m])
+        thetas.append(np.asarray(th)[:m])
+        vels.append(np.asarray(v)[:m])
+        if progress is not None:
+            progress.advance(task, m)
+    return np.concatenate(traces), np.concatenate(thetas), np.concatenate(vels)
+
+
+def run_sweep(grid: Grid, num_steps: int, *, key, stride: int | None = None, chunk_size: int = 8192,
+              mean_field: bool = False, return_traces: bool = False, show_progress: bool = False,
+              **measure_kw) -> SweepResult:
+    """Simulate every row of ``grid`` and measure its regime beside the predicted one.
+
+    Args:
+        grid: from :func:`grpojax.sweep.make_grid`.
+        num_steps: GRPO steps per row.
+        key: PRNG key.
+        stride: record every ``stride`` steps (default: so that ~512 points are kept).
+        chunk_size: rows per compiled call (memory bound ≈ chunk · num_steps/stride floats).
+        mean_field: deterministic exact mean-field map instead of the sampled simulator.
+        return_traces: keep the ``(N, W)`` traces in the result.
+        show_progress: rich progress bar over rows.
+        **measure_kw: thresholds for :func:`grpojax.sweep._measure.measure` (late_frac, amp_tol, ...).
+
+    Returns:
+        :class:`SweepResult`. A row that diverges (NaN/inf) is flagged ``regime="diverged"``; rows are
+        independent, so it never affects the others.
+    """
+    import time
+
+    num_steps = int(num_steps)
+    if num_steps < 8:
+        raise ValueError(f"num_steps must be >= 8, got num_steps={num_steps}")
+    stride = int(stride or max(1, num_steps // 512))
+    N = len(grid)
+    out: dict[str, np.ndarray] = {}
+    traces_all = None
+    t0 = time.perf_counter()
+    pbar = None
+    if show_progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        pbar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn())
+        pbar.start()
+        task = pbar.add_task("sweep", total=N)
+    try:
+        for modes, idx in grid.groups():
+            pred = predict_rows(grid.columns, idx, modes)
+            c = grid.columns
+            cfg = BanditConfig(pred["eta"], c["mu"][idx], c["k_ref"][idx].astype(int), c["group_size"][idx],
+                               beta=pred["beta"], p_ref=pred["p_ref"], p_init=c["p_init"][idx],
+                               clip_eps=c["clip_eps"][idx], adv_eps=c["adv_eps"][idx], **modes).broadcast()
+            tr, th, v = simulate_traces(cfg, idx, num_steps, key=key, stride=stride, chunk_size=chunk_size,
+                                        mean_field=mean_field, progress=pbar, task=task if pbar else None)
+            meas = measure(tr, th, v, p_init=np.asarray(c["p_init"][idx], float), stride=stride,
+                           p_star=pred["p_star"], var_pred=pred["var_pred"], **measure_kw)
+            block = {**{k: c[k][idx] for k in c}, **pred, **meas}
+            for k, val in block.items():
+                if k not in out:
+                    out[k] = np.empty(N, dtype=np.asarray(val).dtype if np.asarray(val).dtype != object else object)
+                    if out[k].dtype.kind == "U":
+                        out[k] = out[k].astype(object)
+                out[k][idx] = val
+            if return_traces:
+                if traces_all is None:
+                    traces_all = np.full((N, tr.shape[1]), np.nan)
+                traces_all[idx] = tr
+    finally:
+        if pbar is not None:
+            pbar.stop()
+    for k, v_ in out.items():
+        if v_.dtype == object:
+            out[k] = v_.astype(str)
+    meta = dict(num_steps=num_steps, stride=stride, rows=N, devices=jax.device_count(),
+                chunk_size=chunk_size, mean_field=mean_field, seconds=time.perf_counter() - t0)
+    return SweepResult(out, traces_all, meta)

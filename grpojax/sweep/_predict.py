@@ -1,0 +1,100 @@
+"""Predictions for every row of a sweep: exact mean field → oscillator → closed-form and exact regimes.
+
+The mean-field quantities (p*, K_d, K_0, σ²) depend only on the drift knobs (G, β, p_ref, advantage, ...),
+not on η, μ or K_ref, so they are computed once per distinct drift and broadcast to the rows. The exact
+discrete thresholds come from :mod:`grpojax.dynamics` per distinct (K_ref, lag).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from grpojax.bandit import BanditConfig, with_fixed_point
+from grpojax.bandit._mean_field import _stiff
+from grpojax.dynamics import (
+    REGIMES,
+    damping_ratio,
+    exact_critical_eta,
+    exact_oscillatory_a,
+    from_hyperparams,
+    regime,
+    stationary_variance,
+)
+
+__all__ = ["DRIFT_KNOBS", "drift_configs", "predict_rows", "PREDICTED_REGIMES"]
+
+DRIFT_KNOBS = ("group_size", "beta", "p_ref", "p_star", "k_instant", "clip_eps", "adv_eps")
+PREDICTED_REGIMES = ("overdamped", "oscillatory", "unstable", "no_plateau")
+"""Exact discrete prediction per row: dominant root real positive / complex / outside the unit circle;
+``no_plateau`` when there is no interior stable fixed point (β = 0 or K_d ≤ 0)."""
+
+
+def drift_configs(cols: dict[str, np.ndarray], idx: np.ndarray, modes: dict[str, str]):
+    """Unique drift rows of ``idx``: (BanditConfig over the unique rows, inverse index into them)."""
+    present = [k for k in DRIFT_KNOBS if k in cols]
+    table = np.stack([np.asarray(cols[k][idx], float) for k in present], axis=1)
+    uniq, inv = np.unique(table, axis=0, return_inverse=True)
+    u = {k: uniq[:, j] for j, k in enumerate(present)}
+    cfg = BanditConfig(1.0, 0.0, 1, u["group_size"], beta=u["beta"], p_ref=u["p_ref"], clip_eps=u["clip_eps"],
+                       adv_eps=u["adv_eps"], lag=modes["lag"], advantage=modes["advantage"],
+                       gradient=modes["gradient"])
+    if "p_star" in u:
+        kin = u["k_instant"] if "k_instant" in u else None
+        cfg = with_fixed_point(cfg, u["p_star"], k_instant=kin)
+    return cfg, inv.reshape(-1)
+
+
+def predict_rows(cols: dict[str, np.ndarray], idx: np.ndarray, modes: dict[str, str]) -> dict[str, np.ndarray]:
+    """Mean-field and oscillator predictions for rows ``idx`` (one static-mode group).
+
+    Returns columns: beta, p_ref (after calibration), p_star, K_d, K_0, sigma2, eta (absolute),
+    eta_crit_exact, eta_crit_closed, eta_osc_exact, M, C, K_eff, zeta, var_pred, regime_closed (dynamics
+    names), regime_exact (:data:`PREDICTED_REGIMES`).
+    """
+    lag = modes["lag"]
+    dcfg, inv = drift_configs(cols, idx, modes)
+    theta, kd_u, k0_u, sig_u = (np.asarray(x, float) for x in _stiff(dcfg))
+    kd, k0, sig2 = kd_u[inv], k0_u[inv], np.maximum(sig_u[inv], 0.0)
+    p_star = 1.0 / (1.0 + np.exp(-theta[inv]))
+    beta = np.asarray(jnp.broadcast_to(dcfg.beta, kd_u.shape), float)[inv]
+    p_ref = np.asarray(jnp.broadcast_to(dcfg.p_ref, kd_u.shape), float)[inv]
+    mu = np.asarray(cols["mu"][idx], float)
+    k_ref = np.asarray(cols["k_ref"][idx], float).astype(int)
+    eta_crit = np.full(len(idx), np.inf)
+    eta_osc = np.full(len(idx), np.inf)
+    ok = (kd > 0) & (p_star < 1 - 1e-9) & (p_star > 1e-9)
+    ratio = np.where(ok, np.maximum(k0, 0.0) / np.where(ok, kd, 1.0), 0.0)
+    for K in np.unique(k_ref):
+        sel = (k_ref == K) & ok
+        if not sel.any():
+            continue
+        # distinct (μ, K_0/K_d) pairs only: the exact roots are the expensive part
+        pairs, pinv = np.unique(np.stack([mu[sel], ratio[sel]], 1), axis=0, return_inverse=True)
+        a_star = np.asarray(exact_critical_eta(pairs[:, 0], int(K), 1.0, lag=lag, k_instant=pairs[:, 1]))
+        a_osc = np.asarray(exact_oscillatory_a(pairs[:, 0], int(K), lag=lag, a0_ratio=pairs[:, 1]))
+        eta_crit[sel] = a_star[pinv.reshape(-1)] / kd[sel]
+        eta_osc[sel] = a_osc[pinv.reshape(-1)] / kd[sel]
+    if "eta_rel" in cols:
+        eta = np.asarray(cols["eta_rel"][idx], float) * eta_crit
+        if not np.all(np.isfinite(eta)):
+            raise ValueError("eta_rel needs a finite exact threshold (an interior plateau with K_d > 0) in every row")
+    else:
+        eta = np.asarray(cols["eta"][idx], float)
+    tau = k_ref if lag == "constant" else (k_ref - 1) / 2.0
+    kd_safe = np.where(np.isfinite(kd), kd, 0.0)
+    op = from_hyperparams(eta, mu, k_ref, kd_safe, lag=lag, k_instant=np.where(np.isfinite(k0), k0, 0.0),
+                          noise=np.where(np.isfinite(sig2), sig2, 0.0), p_star=p_star)
+    G = np.asarray(cols["group_size"][idx], float)
+    var_pred = np.asarray(stationary_variance(op, G), float)
+    code = np.asarray(regime(op))
+    closed = np.array([REGIMES[c] for c in code])
+    eta_crit_closed = np.where(kd > 0, (1.0 - mu) / np.where(kd > 0, kd * np.maximum(tau, 1e-300), 1.0), np.inf)
+    eta_crit_closed = np.where(tau > 0, eta_crit_closed, np.inf)
+    exact = np.where(eta >= eta_crit, "unstable", np.where(eta >= eta_osc, "oscillatory", "overdamped"))
+    exact = np.where(ok, exact, "no_plateau")
+    return dict(beta=beta, p_ref=p_ref, p_star=p_star, K_d=kd, K_0=k0, sigma2=sig2, eta=eta,
+                eta_crit_exact=eta_crit, eta_crit_closed=eta_crit_closed, eta_osc_exact=eta_osc,
+                M=np.asarray(op.M, float), C=np.asarray(op.C, float), K_eff=np.asarray(op.K_eff, float),
+                zeta=np.asarray(damping_ratio(op), float), var_pred=var_pred, regime_closed=closed,
+                regime_exact=exact.astype(str))
