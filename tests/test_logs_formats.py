@@ -4,6 +4,7 @@ checked value by value against the closed forms the fixtures were written from."
 from __future__ import annotations
 
 import importlib.util
+import json
 import pathlib
 import shutil
 import warnings
@@ -350,3 +351,30 @@ def test_folder_with_trl_output_tensorboard_and_csv(tmp_path):
                    ("wandb_csv", "grpo-lr1e-6"), ("wandb_csv", "grpo-lr3e-6")]
     trl = next(r for r in runs if r.format == "trl_state")
     assert trl.steps[-1] == 40  # the newest (largest) checkpoint state
+
+
+def test_trl_without_total_reward_sums_the_functions(tmp_path):
+    hist = [{"rewards/a/mean": 0.1 * s, "rewards/a/std": 0.5, "rewards/b/mean": 1.0, "loss": 0.0, "step": s}
+            for s in range(1, 6)]
+    hist += [{"eval_rewards/a/mean": 0.2, "eval_rewards/b/mean": 0.5, "eval_loss": 0.0, "step": 5}]
+    p = tmp_path / "trainer_state.json"
+    p.write_text(json.dumps({"log_history": hist}))
+    with pytest.warns(LogWarning, match="unweighted sum of rewards/a/mean, rewards/b/mean"):
+        [run] = read_log(p)
+    np.testing.assert_allclose(run.columns["reward_mean"], 0.1 * run.steps + 1.0)
+    assert run.meta["mapping"]["reward_mean"] == ["rewards/a/mean", "rewards/b/mean"]
+    assert run.series("eval_reward")[1].tolist() == [0.7]
+    assert run.meta["reward_functions"] == ["a", "b"]
+    assert run.has("rewards/a/std")
+
+
+def test_runlog_validates_its_invariants():
+    from grpojax.logs import RunLog
+
+    with pytest.raises(ValueError, match="strictly increasing"):
+        RunLog(name="x", source="-", format="jsonl", steps=[1, 1, 2], columns={})
+    with pytest.raises(ValueError, match="aligned with steps"):
+        RunLog(name="x", source="-", format="jsonl", steps=[1, 2], columns={"a": [1.0]})
+    r = RunLog(name="x", source="-", format="jsonl", steps=[1, 2], columns={"a": [1, np.nan]})
+    assert r.columns["a"].dtype == np.float64 and r.steps.dtype == np.int64
+    assert r.series("a")[0].tolist() == [1]

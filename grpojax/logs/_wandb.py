@@ -35,9 +35,9 @@ _SKIP = ("_runtime", "_timestamp", "Wall time", "Relative Time (Process)", "Rela
 
 def _floats(col: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
     """Strings -> (logged mask, float64 values, number of non-numeric cells)."""
-    logged = np.array([c.strip() != "" for c in col], dtype=bool) if col else np.zeros(0, bool)
+    logged = np.fromiter(map(bool, map(str.strip, col)), dtype=bool, count=len(col))
     vals = np.full(len(col), np.nan)
-    sub = [c for c, m in zip(col, logged) if m]
+    sub = col if logged.all() else [c for c, m in zip(col, logged.tolist()) if m]
     bad = 0
     try:
         vals[logged] = np.array(sub, dtype=np.float64)
