@@ -89,6 +89,7 @@ class CausalLM(nnx.Module):
         *,
         attention_mask: jnp.ndarray | None = None,
         cache: KVCache | None = None,
+        last_only: bool = False,
     ) -> tuple[jnp.ndarray, KVCache | None]:
         """Forward pass.
 
@@ -99,6 +100,8 @@ class CausalLM(nnx.Module):
             cache: ``None`` (plain causal attention over the ``T`` tokens) or a :class:`KVCache`; the ``T``
                 new keys are written at slots ``[cache.end, cache.end + T)`` and every query attends to the
                 real cached slots up to its own.
+            last_only: compute logits for the last position only (``(B, 1, V)``): a prefill needs no more,
+                and ``B x T x V`` float32 logits are large for 150k-token vocabularies.
 
         Returns:
             ``(logits (B, T, V) float32, cache)`` -- the updated cache, or ``None`` when none was given.
@@ -140,6 +143,8 @@ class CausalLM(nnx.Module):
                 ks.append(k)
                 vs.append(v)
             new_cache = KVCache(k=tuple(ks), v=tuple(vs), mask=kv_mask, end=end + jnp.int32(T))
+        if last_only:
+            h = h[:, -1:]
         h = self.norm(h)
         if self.lm_head is None:
             logits = self.embed_tokens.attend(h)

@@ -126,8 +126,7 @@ def sequence_logprobs(
     if positions is None:
         positions = left_pad_positions(attention_mask)
     logits, _ = model(jnp.asarray(tokens, jnp.int32), positions, attention_mask=attention_mask)
-    if temperature != 1.0:
-        logits = logits / jnp.float32(temperature)
+    logits = logits / jnp.asarray(temperature, jnp.float32)
     lp = _token_logprob(logits[:, :-1], jnp.asarray(tokens)[:, 1:])
     lp = jnp.concatenate([jnp.zeros_like(lp[:, :1]), lp], axis=1)
     return jnp.where(attention_mask, lp, 0.0).astype(jnp.float32)
@@ -155,7 +154,7 @@ def _generate_impl(graphdef, state, tokens, mask, key, temperature, top_k, top_p
     N = max_new_tokens
     positions = left_pad_positions(mask)
     cache = init_cache(model.config, B, P + N, dtype=model.dtype)
-    logits, cache = model(tokens, positions, attention_mask=mask, cache=cache)
+    logits, cache = model(tokens, positions, attention_mask=mask, cache=cache, last_only=True)
     key, sub = jax.random.split(key)
     tok, lp = sample_logits(logits[:, -1], sub, temperature, top_k, top_p, greedy, use_filter=use_filter)
     out_tok = jnp.full((B, N), pad_id, jnp.int32).at[:, 0].set(tok)

@@ -158,7 +158,10 @@ def load_pretrained(
                 arr = arr.T
             arr = np.ascontiguousarray(arr).astype(np.dtype(param_dtype), copy=False)
             sh = shardings.get(npath)
-            loaded[npath] = jax.device_put(arr, sh) if sh is not None else jnp.asarray(arr)
+            if sh is None:
+                loaded[npath] = jnp.asarray(arr)
+            else:  # each device receives only its own shard (also correct on multi-host meshes)
+                loaded[npath] = jax.make_array_from_callback(arr.shape, sh, lambda idx, a=arr: a[idx])
     finally:
         for fh in handles.values():
             close = getattr(fh, "__exit__", None)
