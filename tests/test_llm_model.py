@@ -158,12 +158,16 @@ _SHARDED_SCRIPT = textwrap.dedent(
     import json, sys
     import jax, jax.numpy as jnp, numpy as np
     from flax import nnx
-    from grpojax.llm import load_pretrained, make_mesh
+    from grpojax.llm import generate, load_pretrained, make_mesh
     assert len(jax.devices()) == 2, jax.devices()
     d = sys.argv[1]
     ref = dict(np.load(d + "/reference.npz"))
     fwd = jax.jit(lambda gs, t, p, m: nnx.merge(*gs)(t, p, attention_mask=m)[0])
-    base = np.asarray(fwd(nnx.split(load_pretrained(d)), ref["tokens"], ref["positions"], ref["mask"]))
+    plain = load_pretrained(d)
+    base = np.asarray(fwd(nnx.split(plain), ref["tokens"], ref["positions"], ref["mask"]))
+    gen = lambda m: generate(m, ref["tokens"], ref["mask"], key=jax.random.key(0), max_new_tokens=6,
+                             eos_id=plain.config.eos_token_id, temperature=1.0)
+    g0 = gen(plain)
     out = {}
     for shape in ((1, 2), (2, 1)):
         mesh = make_mesh(*shape)
@@ -173,6 +177,10 @@ _SHARDED_SCRIPT = textwrap.dedent(
         out[str(shape)] = {"err": float(np.abs(lg - base)[ref["mask"]].max()),
                            "ndev": len(k.sharding.device_set), "spec": str(k.sharding.spec),
                            "shard_shape": list(k.addressable_shards[0].data.shape)}
+        if shape == (1, 2):  # sampling on the tensor-parallel mesh: same tokens, same log-probs
+            g = gen(model)
+            out["gen_same_tokens"] = bool((np.asarray(g.completion) == np.asarray(g0.completion)).all())
+            out["gen_lp_err"] = float(np.abs(np.asarray(g.logprobs) - np.asarray(g0.logprobs)).max())
     print("RESULT" + json.dumps(out))
     """
 )
@@ -180,12 +188,14 @@ _SHARDED_SCRIPT = textwrap.dedent(
 
 @pytest.mark.parametrize("name", ["llama"])
 def test_two_host_devices_sharded_equals_unsharded(name):
-    """Subprocess with 2 forced host devices: meshes (data, model) = (1, 2) and (2, 1) give the same logits."""
+    """Subprocess with 2 forced host devices: meshes (data, model) = (1, 2) and (2, 1) give the same logits;
+    sampling on the (1, 2) mesh gives the same tokens and log-probs as unsharded."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
     res = subprocess.run([sys.executable, "-c", _SHARDED_SCRIPT, str(FIX / name)], env=env, capture_output=True,
                          text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.split("RESULT", 1)[1])
+    assert out.pop("gen_same_tokens") and out.pop("gen_lp_err") < 1e-5
     for shape, r in out.items():
         assert r["ndev"] == 2, r
         assert r["err"] < 1e-5, (shape, r)
