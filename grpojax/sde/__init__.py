@@ -7,14 +7,21 @@ Public surface:
 - :func:`simulate` → :class:`Ensemble` — diffrax ensembles (``SOLVERS``: euler, heun, sra1, shark),
   vmapped over keys and parameter sets in one ``jit``.
 - :func:`strong_errors`, :func:`weak_errors` — convergence measurements against the references.
+- :func:`expected_trajectory`, :func:`calibrate`, :func:`calibrate_ensemble` — differentiable
+  calibration of the curvature K (and p*) through ``diffeqsolve`` with optax.
 """
 
+from grpojax.sde._calibrate import Calibration, calibrate, calibrate_ensemble, expected_trajectory
 from grpojax.sde._convergence import StrongResult, WeakResult, strong_errors, weak_errors
 from grpojax.sde._exact import exact_moments, exact_transition, sample_exact
 from grpojax.sde._solve import SOLVERS, Ensemble, SolverSpec, simulate, step_grid
 
 __all__ = [
     "SOLVERS",
+    "Calibration",
+    "calibrate",
+    "calibrate_ensemble",
+    "expected_trajectory",
     "Ensemble",
     "SolverSpec",
     "StrongResult",
