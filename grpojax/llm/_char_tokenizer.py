@@ -13,19 +13,50 @@ from typing import NamedTuple
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
-__all__ = ["TextCodec", "char_tokenizer", "codec_from_tokenizer"]
+__all__ = ["TextCodec", "char_tokenizer", "codec_from_tokenizer", "word_tokenizer"]
 
 _SPECIALS = ("<pad>", "<eos>", "<unk>")
 
 
 def char_tokenizer(alphabet: str | None = None) -> Tokenizer:
     """A :class:`tokenizers.Tokenizer` mapping every character of ``alphabet`` to one token."""
-    chars = alphabet if alphabet is not None else "".join(c for c in string.printable if c not in "\t\r\x0b\x0c")
+    chars = alphabet if alphabet is not None else _PRINTABLE
     vocab = {s: i for i, s in enumerate(_SPECIALS)}
     for c in dict.fromkeys(chars):
         vocab.setdefault(c, len(vocab))
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens(list(_SPECIALS))
+    return tok
+
+
+_PRINTABLE = "".join(c for c in string.printable if c not in "\t\r\x0b\x0c")
+#: word pieces: ``####``, a word with its leading space, one digit, or any other single character
+_WORD_RE = r"####| ?[A-Za-z]+|[\s\S]"
+
+
+def word_tokenizer(corpus: list[str], *, min_count: int = 1) -> Tokenizer:
+    """A word-level tokenizer for a closed vocabulary (e.g. the arithmetic generator's stories).
+
+    Words (with their leading space, GPT-2 style) seen at least ``min_count`` times in ``corpus``
+    get one token each; digits and all other printable characters are single tokens, so numbers
+    are spelled digit by digit (what arithmetic needs) and any printable text still round-trips
+    except unseen words, which become ``<unk>``. Decoding concatenates the pieces exactly.
+    """
+    import re
+    from collections import Counter
+
+    counts = Counter(m for text in corpus for m in re.findall(r" ?[A-Za-z]+", text))
+    vocab = {s: i for i, s in enumerate(_SPECIALS)}
+    for c in _PRINTABLE:
+        vocab.setdefault(c, len(vocab))
+    vocab.setdefault("####", len(vocab))
+    for w, n in sorted(counts.items()):
+        if n >= min_count:
+            vocab.setdefault(w, len(vocab))
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(_WORD_RE), behavior="isolated")
     tok.decoder = decoders.Fuse()
     tok.add_special_tokens(list(_SPECIALS))
     return tok

@@ -39,8 +39,11 @@ class CheckpointStore:
         return list(self._mgr.all_steps())
 
     def save(self, step: int, state: Any, meta: dict | None = None, *, force: bool = True) -> pathlib.Path:
-        """Save ``state`` (pytree of arrays) and ``meta`` (JSON-able dict) as checkpoint ``step``."""
+        """Save ``state`` (pytree of arrays) and ``meta`` (JSON-able dict) as checkpoint ``step``
+        (replacing an existing checkpoint of that step)."""
         leaves = jax.tree.leaves(state)
+        if int(step) in self._mgr.all_steps():
+            self._mgr.delete(int(step))
         self._mgr.save(
             int(step),
             args=ocp.args.Composite(

@@ -1,7 +1,9 @@
 """The trainer's run log: one JSON object per line (``step`` + DESIGN.md §4 names), optional TensorBoard.
 
-Each line is ``{"step": n, "reward_mean": ..., ...}`` with finite floats as numbers and non-finite
-ones as ``null`` (the canonical reader maps them to NaN). Nested dictionaries are flattened with
+This is the grpojax JSONL format of :mod:`grpojax.logs` (version 1): an optional header line
+``{"_grpojax": {"version": 1, "name": ..., "meta": {...}}}``, then one line per step
+``{"step": n, "reward_mean": ..., ...}`` with finite floats as numbers and non-finite ones as the
+strings ``"nan"``, ``"inf"``, ``"-inf"``. Nested dictionaries are flattened with
 ``/`` (``{"timing_s": {"rollout": 1.2}}`` -> ``"timing_s/rollout"``). :func:`truncate_log` drops the
 lines after a checkpoint's step so that a resumed run appends exactly where the checkpoint was.
 """
@@ -39,7 +41,9 @@ def _clean(v: Any) -> Any:
         v = np.asarray(v).item()
     if isinstance(v, (float, np.floating)):
         v = float(v)
-        return v if math.isfinite(v) else None
+        if math.isfinite(v):
+            return v
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
     if isinstance(v, (int, str)) or v is None:
         return v
     return str(v)
@@ -51,12 +55,17 @@ class RunLogger:
     Args:
       path: the ``.jsonl`` file (parent folder created).
       tensorboard_dir: folder for TensorBoard event files, or ``None``.
+      header: a JSON object written as the first line when the file is new or empty.
     """
 
-    def __init__(self, path: str | pathlib.Path, *, tensorboard_dir: str | pathlib.Path | None = None):
+    def __init__(self, path: str | pathlib.Path, *, tensorboard_dir: str | pathlib.Path | None = None,
+                 header: dict | None = None):
         self.path = pathlib.Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not self.path.exists() or self.path.stat().st_size == 0
         self._f = self.path.open("a")
+        if header is not None and fresh:
+            self._f.write(json.dumps(header) + "\n")
         self._tb = None
         if tensorboard_dir is not None:
             from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -106,7 +115,7 @@ def truncate_log(path: str | pathlib.Path, last_step: int) -> int:
             rec = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line torn by a kill
-        if isinstance(rec, dict) and int(rec.get("step", -1)) <= last_step:
+        if isinstance(rec, dict) and ("step" not in rec or int(rec["step"]) <= last_step):
             kept.append(line)
     path.write_text("".join(x + "\n" for x in kept))
     return len(kept)
@@ -118,5 +127,8 @@ def read_jsonl_metrics(path: str | pathlib.Path) -> list[dict]:
     for line in pathlib.Path(path).read_text().splitlines():
         if line.strip():
             rec = json.loads(line)
-            out.append({k: (float("nan") if v is None else v) for k, v in rec.items()})
+            if "step" not in rec:
+                continue  # header
+            out.append({k: (float(v) if isinstance(v, str) and v in ("nan", "inf", "-inf") else
+                            float("nan") if v is None else v) for k, v in rec.items()})
     return out

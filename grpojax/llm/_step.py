@@ -54,11 +54,11 @@ def completion_logprobs(model, prompt, prompt_mask, completion) -> tuple[Array, 
     return token_logprobs(logits[:, P - 1 : P - 1 + N], completion)
 
 
-def make_logprob_fn(graphdef, rest):
-    """Jitted ``(params, prompt, prompt_mask, completion) -> logp (S, N)``."""
+def make_logprob_fn(graphdef):
+    """Jitted ``(params, rest, prompt, prompt_mask, completion) -> logp (S, N)``."""
 
     @jax.jit
-    def fn(params, prompt, prompt_mask, completion):
+    def fn(params, rest, prompt, prompt_mask, completion):
         model = nnx.merge(graphdef, params, rest)
         return completion_logprobs(model, prompt, prompt_mask, completion)[0]
 
@@ -71,9 +71,11 @@ class UpdateMetrics(NamedTuple):
     finite: Array
 
 
-def make_grpo_update(graphdef, rest, tx: optax.GradientTransformation, *, beta, eps_low, eps_high, aggregation,
+def make_grpo_update(graphdef, tx: optax.GradientTransformation, *, beta, eps_low, eps_high, aggregation,
                      param_sharding=None, opt_sharding=None):
-    """The jitted GRPO optimiser step ``(params, opt_state, batch, fresh) -> (params, opt_state, metrics)``.
+    """The jitted GRPO optimiser step ``(params, opt_state, rest, batch, fresh) -> (params, opt_state, metrics)``.
+
+    ``rest`` is the model's non-parameter state (``nnx.split(model, nnx.Param, ...)``).
 
     ``fresh`` (traced bool) marks the first step after a rollout: the policy equals the behaviour
     policy, so the behaviour log-probs are taken as ``stop_gradient(logp)`` (ratio exactly 1; the
@@ -84,7 +86,7 @@ def make_grpo_update(graphdef, rest, tx: optax.GradientTransformation, *, beta, 
     ``opt_state`` are donated.
     """
 
-    def loss_fn(params, batch: RolloutBatch, fresh):
+    def loss_fn(params, rest, batch: RolloutBatch, fresh):
         model = nnx.merge(graphdef, params, rest)
         logp, ent = completion_logprobs(model, batch.prompt, batch.prompt_mask, batch.completion)
         old = jnp.where(fresh, jax.lax.stop_gradient(logp), batch.old_logp)
@@ -94,9 +96,9 @@ def make_grpo_update(graphdef, rest, tx: optax.GradientTransformation, *, beta, 
         )
         return terms.loss, terms
 
-    def step(params, opt_state, batch: RolloutBatch, fresh):
-        (_, terms), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch, fresh)
-        gnorm = optax.global_norm(grads)
+    def step(params, opt_state, rest, batch: RolloutBatch, fresh):
+        (_, terms), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, rest, batch, fresh)
+        gnorm = optax.tree.norm(grads)
         updates, new_opt = tx.update(grads, opt_state, params)
         new_params = optax.apply_updates(params, updates)
         finite = jnp.isfinite(terms.loss) & jnp.isfinite(gnorm)
@@ -109,17 +111,18 @@ def make_grpo_update(graphdef, rest, tx: optax.GradientTransformation, *, beta, 
     return jax.jit(step, donate_argnums=(0, 1), out_shardings=out_sh)
 
 
-def make_sft_update(graphdef, rest, tx: optax.GradientTransformation, *, param_sharding=None, opt_sharding=None):
-    """Jitted supervised step on ``[prompt | target]``: mean token NLL of the target tokens."""
+def make_sft_update(graphdef, tx: optax.GradientTransformation, *, param_sharding=None, opt_sharding=None):
+    """Jitted supervised step ``(params, opt_state, rest, prompt, prompt_mask, target, target_mask)``
+    on ``[prompt | target]``: mean token NLL of the target tokens."""
 
-    def loss_fn(params, prompt, prompt_mask, target, target_mask):
+    def loss_fn(params, rest, prompt, prompt_mask, target, target_mask):
         model = nnx.merge(graphdef, params, rest)
         logp, _ = completion_logprobs(model, prompt, prompt_mask, target)
         m = target_mask.astype(jnp.float32)
         return -(logp * m).sum() / jnp.maximum(m.sum(), 1.0)
 
-    def step(params, opt_state, prompt, prompt_mask, target, target_mask):
-        loss, grads = jax.value_and_grad(loss_fn)(params, prompt, prompt_mask, target, target_mask)
+    def step(params, opt_state, rest, prompt, prompt_mask, target, target_mask):
+        loss, grads = jax.value_and_grad(loss_fn)(params, rest, prompt, prompt_mask, target, target_mask)
         updates, opt_state = tx.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 

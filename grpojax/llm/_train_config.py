@@ -47,7 +47,9 @@ class ModelSection:
 
 @dataclass
 class TokenizerSection:
-    """``kind: char`` builds the built-in character-level tokenizer; ``kind: file`` loads ``path``."""
+    """``char``: built-in character-level tokenizer; ``word``: word-level tokenizer built from the
+    training data (digits stay single tokens); ``file``: load ``path`` (a ``tokenizer.json`` or a
+    Hugging Face folder, also used for ``pretrained`` models)."""
 
     kind: str = "char"
     path: str | None = None
@@ -186,7 +188,7 @@ class TrainConfig:
             ),
             (self.data.source in ("arith", "jsonl"), f"data.source={self.data.source!r}; expected arith|jsonl"),
             (self.data.source != "jsonl" or self.data.path, "data.source=jsonl needs data.path"),
-            (self.tokenizer.kind in ("char", "file", "pretrained"), f"tokenizer.kind={self.tokenizer.kind!r}; expected char|file|pretrained"),
+            (self.tokenizer.kind in ("char", "word", "file"), f"tokenizer.kind={self.tokenizer.kind!r}; expected char|word|file"),
             (self.sampling.max_new_tokens >= 1, f"sampling.max_new_tokens={self.sampling.max_new_tokens}; expected >= 1"),
             (self.sampling.temperature > 0, f"sampling.temperature={self.sampling.temperature}; expected > 0"),
             (

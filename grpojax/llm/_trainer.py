@@ -29,7 +29,7 @@ from jax.sharding import PartitionSpec as P
 
 from grpojax.llm._advantages import group_advantages
 from grpojax.llm._arith import arith_problems
-from grpojax.llm._char_tokenizer import TextCodec, char_tokenizer, codec_from_tokenizer
+from grpojax.llm._char_tokenizer import TextCodec, char_tokenizer, codec_from_tokenizer, word_tokenizer
 from grpojax.llm._checkpoint import CheckpointStore
 from grpojax.llm._data import Problem, format_prompt, load_jsonl, sample_batch, split_heldout
 from grpojax.llm._logging import RunLogger, truncate_log
@@ -42,6 +42,8 @@ from grpojax.llm._train_config import TrainConfig, save_config
 
 __all__ = ["GRPOTrainer", "NonFiniteLossError", "train"]
 
+# jitted functions shared by trainers of the same model/optimiser/mesh (a resumed run, tests)
+_COMPILED: dict = {}
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 
@@ -86,15 +88,18 @@ class GRPOTrainer:
         self.graphdef, params, self.rest = nnx.split(model, nnx.Param, ...)
         self.param_sh = param_shardings(params, self.mesh)
         self.params = jax.device_put(params, self.param_sh)
-        self.tx, self.schedule = build_optimizer(cfg.optim, cfg.steps)
-        self.opt_state = self._init_opt(self.tx, self.params)
-        self.opt_sh = jax.tree.map(lambda x: x.sharding, self.opt_state)
         g = cfg.grpo
-        self.update = make_grpo_update(
-            self.graphdef, self.rest, self.tx, beta=g.beta, eps_low=g.eps_low, eps_high=g.eps_high,
-            aggregation=g.aggregation, param_sharding=self.param_sh, opt_sharding=self.opt_sh,
-        )
-        self.logprob_fn = make_logprob_fn(self.graphdef, self.rest)
+        key = ("grpo", self.graphdef, repr(cfg.optim), cfg.steps, repr(g), self.mesh)
+        if key not in _COMPILED:
+            tx, schedule = build_optimizer(cfg.optim, cfg.steps)
+            opt_sh = jax.tree.map(lambda x: x.sharding, self._init_opt(tx, self.params))
+            update = make_grpo_update(
+                self.graphdef, tx, beta=g.beta, eps_low=g.eps_low, eps_high=g.eps_high,
+                aggregation=g.aggregation, param_sharding=self.param_sh, opt_sharding=opt_sh,
+            )
+            _COMPILED[key] = (tx, schedule, opt_sh, update, make_logprob_fn(self.graphdef))
+        self.tx, self.schedule, self.opt_sh, self.update, self.logprob_fn = _COMPILED[key]
+        self.opt_state = self._init_opt(self.tx, self.params)
         self.ref_params = None if g.beta == 0 else jax.tree.map(jnp.copy, self.params)
         self.batch = self._empty_batch()
         self._gen_kwargs = {"pad_id": self.codec.pad_id, "buckets": (cfg.data.max_prompt_len,)}
@@ -105,6 +110,12 @@ class GRPOTrainer:
         t = self.cfg.tokenizer
         if t.kind == "char":
             return codec_from_tokenizer(char_tokenizer())
+        if t.kind == "word":
+            if self.cfg.data.source == "arith":
+                corpus = [p.question + "\n" + p.solution for d in range(1, 6) for p in arith_problems(300, difficulty=d)]
+            else:
+                corpus = [p.question + "\n" + p.solution for p in load_jsonl(self.cfg.data.path)]
+            return codec_from_tokenizer(word_tokenizer(corpus))
         from tokenizers import Tokenizer
 
         path = pathlib.Path(t.path or self.cfg.model.pretrained or "")
@@ -229,13 +240,17 @@ class GRPOTrainer:
         w = self.cfg.warmstart
         if w.steps <= 0:
             return {}
-        tx, _ = build_optimizer(
-            type("O", (), dict(name="adamw", lr=w.lr, b1=0.9, b2=0.99, weight_decay=0.0, grad_clip=1.0,
-                               schedule="cosine", warmup_steps=w.warmup_steps, momentum=0.0))(), w.steps,
-        )
+        key = ("sft", self.graphdef, repr(w), self.mesh)
+        if key not in _COMPILED:
+            tx, _ = build_optimizer(
+                type("O", (), dict(name="adamw", lr=w.lr, b1=0.9, b2=0.99, weight_decay=0.0, grad_clip=1.0,
+                                   schedule="cosine", warmup_steps=w.warmup_steps, momentum=0.0))(), w.steps,
+            )
+            opt_sh = jax.tree.map(lambda x: x.sharding, self._init_opt(tx, self.params))
+            _COMPILED[key] = (tx, make_sft_update(self.graphdef, tx, param_sharding=self.param_sh,
+                                                  opt_sharding=opt_sh))
+        tx, sft = _COMPILED[key]
         opt = self._init_opt(tx, self.params)
-        sft = make_sft_update(self.graphdef, self.rest, tx, param_sharding=self.param_sh,
-                              opt_sharding=jax.tree.map(lambda x: x.sharding, opt))
         N = self.cfg.sampling.max_new_tokens
         truncated = 0
         losses = []
@@ -252,7 +267,7 @@ class GRPOTrainer:
                     ids = ids[:N]
                     target[j, : len(ids)] = ids
                     tmask[j, : len(ids)] = True
-                self.params, opt, loss = sft(self.params, opt, self._put(prompt), self._put(pmask),
+                self.params, opt, loss = sft(self.params, opt, self.rest, self._put(prompt), self._put(pmask),
                                              self._put(target), self._put(tmask))
                 if i % 10 == 0 or i == w.steps - 1:
                     losses.append(float(loss))
@@ -304,7 +319,7 @@ class GRPOTrainer:
         t2 = time.perf_counter()
         prompt_d, pmask_d = self._put(prompt), self._put(pmask)
         if g.beta > 0:
-            ref = self.logprob_fn(self.ref_params, prompt_d, pmask_d, comp)
+            ref = self.logprob_fn(self.ref_params, self.rest, prompt_d, pmask_d, comp)
         else:
             ref = jnp.zeros(comp.shape, jnp.float32)
         self.batch = RolloutBatch(prompt_d, pmask_d, self._put(comp), self._put(cmask),
@@ -343,6 +358,18 @@ class GRPOTrainer:
         self.ref_params = st["ref_params"]
         self.batch = RolloutBatch(*st["batch"])
 
+    def log_header(self) -> dict:
+        """The run log's header: ``{"_grpojax": {version, name, format, source, meta}}`` (grpojax.logs)."""
+        c = self.cfg
+        meta = {
+            "trainer": "grpojax", "eta": c.optim.lr, "mu": c.optim.momentum if c.optim.name == "sgd" else None,
+            "optimizer": c.optim.name, "k_ref": c.grpo.k_ref, "lag": "periodic", "group_size": c.grpo.group_size,
+            "prompts_per_step": c.grpo.prompts_per_step, "beta": c.grpo.beta, "advantage": c.grpo.advantage,
+            "aggregation": c.grpo.aggregation, "eval_every": c.eval.every, "seed": c.seed,
+        }
+        return {"_grpojax": {"version": 1, "name": c.name, "format": "jsonl", "source": "grpojax.llm.train",
+                             "meta": meta}}
+
     def train(self, *, resume: bool = True, stop_after: int | None = None, show_progress: bool = True) -> dict:
         """Run (or resume) the whole run; return a summary dict.
 
@@ -372,7 +399,8 @@ class GRPOTrainer:
         else:
             if log_path.exists():
                 log_path.unlink()
-        logger = RunLogger(log_path, tensorboard_dir=self.out / "tensorboard" if cfg.log.tensorboard else None)
+        logger = RunLogger(log_path, tensorboard_dir=self.out / "tensorboard" if cfg.log.tensorboard else None,
+                           header=self.log_header())
         K = cfg.grpo.k_ref
         end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
         evals: list[tuple[int, float]] = []
@@ -396,7 +424,7 @@ class GRPOTrainer:
                 if cycle == 0:
                     rec.update(self.rollout((step - 1) // K))
                 t1 = time.perf_counter()
-                self.params, self.opt_state, m = self.update(self.params, self.opt_state, self.batch,
+                self.params, self.opt_state, m = self.update(self.params, self.opt_state, self.rest, self.batch,
                                                              jnp.asarray(cycle == 0))
                 terms = jax.device_get(m.terms)
                 finite = bool(m.finite)
