@@ -16,3 +16,29 @@ __all__ = [
     "fit_law",
     "fit_laws_batched",
 ]
+from grpojax.fit._kalman import (  # noqa: E402
+    KalmanResult,
+    kalman_filter,
+    kalman_forecast,
+    kalman_loglik,
+    oscillator_loglik,
+    oscillator_transitions,
+    step_intervals,
+)
+from grpojax.fit._models import MODELS  # noqa: E402
+from grpojax.fit._bayes import BayesFit, ConvergenceWarning, fit_bayes, to_summary_dict  # noqa: E402
+
+__all__ += [
+    "KalmanResult",
+    "kalman_filter",
+    "kalman_forecast",
+    "kalman_loglik",
+    "oscillator_loglik",
+    "oscillator_transitions",
+    "step_intervals",
+    "MODELS",
+    "BayesFit",
+    "ConvergenceWarning",
+    "fit_bayes",
+    "to_summary_dict",
+]

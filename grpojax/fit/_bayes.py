@@ -1,0 +1,394 @@
+"""NUTS posteriors of the reward-curve models, summarised with arviz, with derived quantities.
+
+:func:`fit_bayes` samples one of :data:`grpojax.fit.MODELS` with numpyro NUTS (several chains, dense
+mass matrix), starting every chain from a jittered point fit, and returns a :class:`BayesFit` with
+
+- posterior summaries (mean, sd, equal-tailed 5/50/95% quantiles, 90% HDI, r_hat, ESS bulk/tail) in
+  raw units (steps, reward units), for the sampled parameters and the derived ones (ω₀, ζ, plateau,
+  gain, step at 95% of the gain);
+- divergences and a convergence verdict (``r_hat ≤ 1.01``, ``ESS_bulk ≥ 100`` per chain, no
+  divergences); otherwise a :class:`ConvergenceWarning` is issued and ``status = "not_converged"``;
+- ``P(regime)`` over ``REGIMES`` (overdamped / critical / underdamped / unstable);
+- a posterior band of the mean curve and of new observations on a step grid, and (state-space and
+  mechanistic models) a Kalman forecast from the filtered state at the last observation.
+
+A curve whose 90% interval of the gain ``p* − p0`` contains 0 gets ``status = "no_learning"``: the
+plateau is then just the level and the rate is unidentified (its posterior is the prior, wide).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, NamedTuple
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.distributions.transforms import biject_to
+from numpyro.infer import MCMC, NUTS
+
+from grpojax.dynamics import REGIMES, OscillatorParams, ThreePhase, regime, response_from_rest
+from grpojax.fit._data import check_curve
+from grpojax.fit._kalman import kalman_filter, kalman_forecast, oscillator_transitions, step_intervals
+from grpojax.fit._lsq import _levels, fit_laws_batched
+from grpojax.fit._models import (
+    MODELS,
+    ZETA_RANGE,
+    mechanistic_model,
+    mechanistic_oscillator,
+    prior_sites,
+    state_space_model,
+    three_phase_model,
+)
+
+HORIZON = 20.0
+"""The step at 95% of the gain is searched up to ``HORIZON`` × the curve's span (else reported +inf)."""
+
+
+class ConvergenceWarning(UserWarning):
+    """NUTS did not converge (r_hat > 1.01, too few effective samples, or divergences)."""
+
+
+class BayesFit(NamedTuple):
+    """Posterior of one model on one curve (raw units: steps and reward as given).
+
+    Attributes:
+        model: model name.
+        status: ``"ok"``, ``"not_converged"`` or ``"no_learning"``.
+        converged: r_hat/ESS/divergence criteria all met.
+        warnings: human-readable warnings (also issued as :class:`ConvergenceWarning`).
+        summary: ``{param: {mean, sd, q05, q50, q95, hdi_5%, hdi_95%, r_hat, ess_bulk, ess_tail}}``.
+        divergences: number of divergent transitions after warmup.
+        p_regime: ``{regime name: posterior probability}``.
+        plateau, gain: summaries of ``p*`` and ``p* − p0`` (``{mean, q05, q50, q95}``).
+        step95: step at which 95% of the gain is first reached (``{q05, q50, q95, p_defined}``; +inf
+            beyond the horizon; undefined for unstable draws).
+        band: ``{steps, mean_q05, mean_q50, mean_q95, obs_q05, obs_q95}`` on a grid over the data.
+        samples: ``{param: (chains, draws)}`` raw-unit draws (sampled and derived).
+        runtime_s: wall time of the sampler (compile included).
+        info: curve normalisation, model settings, sampler settings.
+    """
+
+    model: str
+    status: str
+    converged: bool
+    warnings: list
+    summary: dict
+    divergences: int
+    p_regime: dict
+    plateau: dict
+    gain: dict
+    step95: dict
+    band: dict
+    samples: dict
+    runtime_s: float
+    info: dict
+
+
+def _init_values(model, curve, a_init):
+    """Constrained starting values (normalised units) from the LM three-phase fit."""
+    lf = fit_laws_batched(curve.steps, curve.y[None, :], "three_phase")
+    fp = {k: float(v[0]) for k, v in lf.fitted_params.items()}
+    ok = all(np.isfinite(list(fp.values())))
+    r0 = (fp["r0"] - curve.center) / curve.scale if ok else float(np.nanmean(curve.yn[: max(3, len(curve.yn) // 10)]))
+    rinf = (fp["r_inf"] - curve.center) / curve.scale if ok else float(np.nanmean(curve.yn[-max(3, len(curve.yn) // 10) :]))
+    om = fp["omega0"] * curve.span if ok else 8.0
+    ze = fp["zeta"] if ok else 1.0
+    sig = float(lf.sigma[0]) / curve.scale if np.isfinite(lf.sigma[0]) else 0.5
+    r0, rinf = float(np.clip(r0, -8, 8)), float(np.clip(rinf, -8, 8))
+    v = {
+        "log_omega0": float(np.clip(np.log(max(om, 1e-3)), -3.0, 7.0)),
+        "zeta": float(np.clip(ze, ZETA_RANGE[0] + 0.05, ZETA_RANGE[1] - 0.05)),
+        "sigma": float(np.clip(sig, 0.02, 2.0)),
+        "s_proc": 0.05,
+    }
+    if model == "three_phase":
+        v.update(r0=r0, r_inf=rinf)
+    else:
+        v.update(p0=r0, p_star=rinf)
+    if model == "mechanistic":
+        v["log_a"] = float(np.log(a_init))
+    return v
+
+
+def _init_params(model, values, num_chains, key, a_loc):
+    sites = prior_sites(model, a_loc=a_loc)
+    out = {}
+    for i, (name, d) in enumerate(sites.items()):
+        u = biject_to(d.support).inv(jnp.asarray(values[name], jnp.float64 if jax.config.jax_enable_x64 else jnp.float32))
+        jit = 0.05 * jax.random.normal(jax.random.fold_in(key, i), (num_chains,), u.dtype)
+        out[name] = u + jit if num_chains > 1 else u + jit[0]
+    return out
+
+
+def _mechanistic_a_init(curve, eta, mu, k_ref, lag):
+    """Grid search of ``a = ηK`` by variable projection on the mean curve (raw steps)."""
+    grid = np.geomspace(1e-5, 2.0, 200)
+    M, C, K = mechanistic_oscillator(jnp.asarray(grid), eta, mu, k_ref, lag)
+    t = jnp.asarray(curve.steps - curve.t0)
+    u = jax.vmap(lambda m, c, k: response_from_rest(OscillatorParams(m, c, k), t))(M, C, K)
+    u = jnp.where(jnp.isfinite(u) & (jnp.abs(u) < 1e6), u, 0.0)
+    w = jnp.asarray(curve.mask, float)
+    _, _, sse = _levels(u, jnp.asarray(np.where(curve.mask, curve.yn, 0.0))[None, :], w[None, :])
+    return float(grid[int(jnp.nanargmin(jnp.where(jnp.isfinite(sse), sse, jnp.inf)))])
+
+
+def _quant(x):
+    x = np.asarray(x, float).ravel()
+    x = x[~np.isnan(x)]
+    if x.size == 0:
+        return {"mean": float("nan"), "q05": float("nan"), "q50": float("nan"), "q95": float("nan")}
+    q = np.quantile(x, [0.05, 0.5, 0.95], method="nearest")
+    fin = x[np.isfinite(x)]
+    return {"mean": float(fin.mean()) if fin.size else float("nan"), "q05": float(q[0]), "q50": float(q[1]), "q95": float(q[2])}
+
+
+def _first_reach(phi, grid):
+    """First grid time with φ ≤ 0.05 along the last axis; +inf if never."""
+    hit = phi <= 0.05
+    idx = np.argmax(hit, axis=-1)
+    return np.where(hit.any(-1), grid[idx], np.inf)
+
+
+def fit_bayes(
+    steps,
+    values,
+    model: str = "state_space",
+    *,
+    key: jax.Array,
+    num_warmup: int = 1000,
+    num_samples: int = 1000,
+    num_chains: int = 4,
+    chain_method: str = "vectorized",
+    hyperparams: dict | None = None,
+    forecast_to: float | None = None,
+    target_accept_prob: float = 0.85,
+    progress_bar: bool = False,
+    band_points: int = 200,
+    max_band_draws: int = 400,
+) -> BayesFit:
+    """Sample the posterior of ``model`` for one reward curve with NUTS.
+
+    Args:
+        steps: ``(T,)`` strictly increasing steps (irregular welcome).
+        values: ``(T,)`` rewards; NaN marks a missing observation (needs ≥ 8 finite ones).
+        model: ``"three_phase"`` (iid noise), ``"state_space"`` (linear SDE + noise, Kalman
+            likelihood) or ``"mechanistic"`` (needs ``hyperparams``).
+        key: PRNG key (keyword-only).
+        num_warmup, num_samples, num_chains: NUTS settings (per chain).
+        chain_method: ``"vectorized"`` (one program for all chains) or ``"sequential"``.
+        hyperparams: mechanistic model only: ``{"eta", "mu", "k_ref", "lag", "group_size"}``.
+        forecast_to: extend the band to this step (Kalman forecast beyond the last observation for
+            the state-space and mechanistic models).
+        target_accept_prob: NUTS target acceptance.
+        progress_bar: numpyro's progress bar.
+        band_points: grid size of the band.
+        max_band_draws: posterior draws used for the band.
+
+    Returns:
+        :class:`BayesFit`.
+
+    Raises:
+        ValueError: bad curve (see :func:`grpojax.fit.check_curve`), unknown model, missing or bad
+            hyperparameters.
+    """
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; expected one of {MODELS}")
+    if chain_method not in ("vectorized", "sequential", "parallel"):
+        raise ValueError(f"chain_method must be 'vectorized', 'sequential' or 'parallel', got {chain_method!r}")
+    for name, v in (("num_warmup", num_warmup), ("num_samples", num_samples), ("num_chains", num_chains)):
+        if int(v) != v or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    curve = check_curve(steps, values, allow_missing=True)
+    y = jnp.asarray(np.where(curve.mask, curve.yn, 0.0))
+    mask = jnp.asarray(curve.mask)
+    hp = {}
+    a_loc = 0.0
+    a_init = None
+    if model == "mechanistic":
+        if hyperparams is None:
+            raise ValueError("model='mechanistic' needs hyperparams={'eta', 'mu', 'k_ref', 'lag', 'group_size'}")
+        missing = {"eta", "mu", "k_ref"} - set(hyperparams)
+        if missing:
+            raise ValueError(f"hyperparams is missing {sorted(missing)} (needs eta, mu, k_ref; lag, group_size optional)")
+        hp = {"eta": float(hyperparams["eta"]), "mu": float(hyperparams["mu"]), "k_ref": float(hyperparams["k_ref"]),
+              "lag": str(hyperparams.get("lag", "constant")), "group_size": float(hyperparams.get("group_size", 1.0))}
+        mechanistic_oscillator(jnp.asarray(1e-3), hp["eta"], hp["mu"], hp["k_ref"], hp["lag"])  # validates
+        if not hp["group_size"] > 0:
+            raise ValueError(f"group_size must be > 0, got {hp['group_size']!r}")
+        a_loc = float(np.log(5.0 * (1.0 - hp["mu"]) / curve.span))
+        a_init = _mechanistic_a_init(curve, hp["eta"], hp["mu"], hp["k_ref"], hp["lag"])
+
+    if model == "three_phase":
+        fn, args = three_phase_model, (jnp.asarray(curve.t), y, mask)
+    elif model == "state_space":
+        uniq, index = step_intervals(curve.t)
+        fn, args = state_space_model, (y, mask, jnp.asarray(uniq), jnp.asarray(index))
+    else:
+        uniq, index = step_intervals(curve.steps)
+        fn = mechanistic_model
+        args = (y, mask, jnp.asarray(uniq), jnp.asarray(index), hp["eta"], hp["mu"], hp["k_ref"], hp["lag"], hp["group_size"], a_loc)
+
+    k_init, k_run, k_band = jax.random.split(key, 3)
+    init = _init_params(model, _init_values(model, curve, a_init), num_chains, k_init, a_loc)
+    kernel = NUTS(fn, dense_mass=True, target_accept_prob=target_accept_prob)
+    mcmc = MCMC(kernel, num_warmup=int(num_warmup), num_samples=int(num_samples), num_chains=int(num_chains),
+                chain_method=chain_method, progress_bar=progress_bar)
+    t_start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="There are not enough devices")
+        mcmc.run(k_run, *args, init_params=init, extra_fields=("diverging",))
+    post = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    runtime = time.perf_counter() - t_start
+    divergences = int(np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"]).sum())
+    return _summarise(model, curve, post, divergences, runtime, hp, forecast_to, k_band, band_points, max_band_draws,
+                      dict(num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, chain_method=chain_method))
+
+
+def _dynamics(model, post, curve, hp):
+    """(M, C, K_eff) arrays in the model's time unit and the time scale to steps."""
+    if model == "mechanistic":
+        M, C, K = mechanistic_oscillator(jnp.exp(jnp.asarray(post["log_a"])), hp["eta"], hp["mu"], hp["k_ref"], hp["lag"])
+        return np.asarray(M), np.asarray(C), np.asarray(K), 1.0
+    om = np.exp(post["log_omega0"])
+    return np.ones_like(om), 2.0 * post["zeta"] * om, om**2, curve.span
+
+
+def _summarise(model, curve, post, divergences, runtime, hp, forecast_to, key, band_points, max_band_draws, settings):
+    latent = list(post)
+    c, s = curve.center, curve.scale
+    M, C, K, tscale = _dynamics(model, post, curve, hp)
+    lv0, lv1 = ("r0", "r_inf") if model == "three_phase" else ("p0", "p_star")
+    p0n, psn = post[lv0], post[lv1]
+    raw = {
+        "p0": c + s * p0n,
+        "p_star": c + s * psn,
+        "gain": s * (psn - p0n),
+        "sigma": s * post["sigma"],
+        "omega0": np.sqrt(np.maximum(K, 0) / M) / tscale,
+        "zeta": C / (2.0 * np.sqrt(np.maximum(M * K, 1e-300))),
+    }
+    if "s_proc" in post:
+        raw["s_proc"] = s * post["s_proc"]
+    if model == "mechanistic":
+        a = np.exp(post["log_a"])
+        raw["K"] = a / hp["eta"]
+        q = 4.0 * (np.sqrt(K / M)) ** 3 * post["s_proc"] ** 2
+        raw["noise_var"] = q * hp["group_size"] * M**2 * s**2 / hp["eta"] ** 2
+        raw.update(M=M, C=C, K_eff=K)
+    # Regimes and the step at 95% of the gain.
+    codes = np.asarray(regime(OscillatorParams(jnp.asarray(M), jnp.asarray(C), jnp.asarray(K))))
+    p_regime = {name: float(np.mean(codes == i)) for i, name in enumerate(REGIMES)}
+    flatM, flatC, flatK = (np.ravel(x) for x in (M, C, K))
+    grid = np.linspace(0.0, HORIZON * curve.span / tscale, 4001)
+    t95 = np.empty(flatM.size)
+    for lo in range(0, flatM.size, 500):
+        sl = slice(lo, lo + 500)
+        phi = np.asarray(response_from_rest(OscillatorParams(jnp.asarray(flatM[sl])[:, None], jnp.asarray(flatC[sl])[:, None], jnp.asarray(flatK[sl])[:, None]), jnp.asarray(grid)[None, :]))
+        t95[sl] = _first_reach(phi, grid)
+    t95 = np.where(np.ravel(codes) == REGIMES.index("unstable"), np.nan, t95)
+    raw["step95"] = (curve.t0 + t95 * tscale).reshape(codes.shape)
+    step95 = _quant(raw["step95"])
+    step95["p_defined"] = float(np.mean(np.isfinite(raw["step95"])))
+    # arviz summary (raw units).
+    idata = az.from_dict(posterior={k: v for k, v in raw.items() if k != "step95"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tab = az.summary(idata, hdi_prob=0.9, round_to="none")
+        diag = az.summary(az.from_dict(posterior=post), kind="diagnostics", round_to="none")
+    summary = {}
+    for name in raw:
+        row = tab.loc[name].to_dict() if name in tab.index else {}
+        summary[name] = {**_quant(raw[name]), **{k: float(v) for k, v in row.items() if k not in ("mean",)}}
+    nch, ndr = next(iter(post.values())).shape[:2]
+    rhat = float(np.nanmax(diag["r_hat"].to_numpy())) if nch > 1 else float("nan")
+    ess = float(np.nanmin(diag["ess_bulk"].to_numpy()))
+    warn = []
+    if nch > 1 and not rhat <= 1.01:
+        warn.append(f"r_hat = {rhat:.3f} > 1.01 (chains disagree)")
+    if not ess >= 100 * nch:
+        warn.append(f"ESS_bulk = {ess:.0f} < {100 * nch} (100 per chain)")
+    if divergences:
+        warn.append(f"{divergences} divergent transitions")
+    converged = not warn
+    gain = _quant(raw["gain"])
+    status = "ok" if converged else "not_converged"
+    if gain["q05"] <= 0.0 <= gain["q95"]:
+        status = "no_learning"
+        warn.append("no detectable learning: the 90% interval of the gain p* - p0 contains 0; the rate and "
+                    "regime are not identified (their posterior is close to the prior)")
+    if not converged:
+        warnings.warn(f"{model} NUTS fit did not converge: " + "; ".join(w for w in warn if "learning" not in w), ConvergenceWarning, stacklevel=3)
+    band = _band(model, curve, post, raw, M, C, K, tscale, hp, forecast_to, key, band_points, max_band_draws)
+    info = dict(curve=dict(t0=curve.t0, span=curve.span, center=curve.center, scale=curve.scale, n_obs=int(curve.mask.sum())),
+                hyperparams=hp, max_r_hat=rhat, min_ess_bulk=ess, latent=latent, **settings)
+    return BayesFit(model, status, converged, warn, summary, divergences, p_regime, _quant(raw["p_star"]), gain, step95, band,
+                    raw, runtime, info)
+
+
+def _band(model, curve, post, raw, M, C, K, tscale, hp, forecast_to, key, band_points, max_draws):
+    """Quantile bands of the mean curve and of new observations over the data (and a forecast)."""
+    last = float(curve.steps[curve.mask][-1])
+    end = max(float(curve.steps[-1]), float(forecast_to) if forecast_to is not None else -np.inf)
+    grid = np.linspace(curve.t0, end, band_points)
+    flat = {k: np.ravel(v) for k, v in raw.items()}
+    n = flat["p0"].size
+    idx = np.asarray(jax.random.choice(key, n, (min(n, max_draws),), replace=False))
+    m, cc, kk = (np.ravel(x)[idx] for x in (M, C, K))
+    tt = (grid - curve.t0) / tscale
+    phi = np.asarray(response_from_rest(OscillatorParams(jnp.asarray(m)[:, None], jnp.asarray(cc)[:, None], jnp.asarray(kk)[:, None]), jnp.asarray(tt)[None, :]))
+    p0, ps, sig = flat["p0"][idx], flat["p_star"][idx], flat["sigma"][idx]
+    mean = ps[:, None] + (p0 - ps)[:, None] * phi
+    z = np.asarray(jax.random.normal(jax.random.fold_in(key, 1), mean.shape))
+    obs = mean + sig[:, None] * z
+    fc = np.zeros(0)
+    if model != "three_phase" and end > last:
+        fut = grid > last
+        fc = grid[fut]
+        fm, fv = _kalman_forecast_draws(model, curve, post, idx, M, C, K, tscale, hp, (fc - last) / tscale)
+        s = curve.scale
+        mean[:, fut] = curve.center + s * fm
+        obs[:, fut] = mean[:, fut] + s * np.sqrt(fv + (sig[:, None] / s) ** 2) * z[:, fut]
+    q = lambda a, p: np.quantile(a, p, axis=0)  # noqa: E731
+    return {"steps": grid, "mean_q05": q(mean, 0.05), "mean_q50": q(mean, 0.5), "mean_q95": q(mean, 0.95),
+            "obs_q05": q(obs, 0.05), "obs_q95": q(obs, 0.95), "forecast_from": last if fc.size else None}
+
+
+def _kalman_forecast_draws(model, curve, post, idx, M, C, K, tscale, hp, dts):
+    """Per draw: filter the data, then the predictive mean/var (normalised units) at ``dts`` after the last obs."""
+    times = curve.t if model == "state_space" else curve.steps
+    uniq, index = step_intervals(times)
+    flat = {k: np.ravel(v)[idx] for k, v in post.items()}
+    m, cc, kk = (jnp.asarray(np.ravel(x)[idx]) for x in (M, C, K))
+    om = jnp.sqrt(jnp.maximum(kk, 0.0) / m)
+    q = 4.0 * om**3 * jnp.asarray(flat["s_proc"]) ** 2
+    y = jnp.asarray(np.where(curve.mask, curve.yn, 0.0))
+    mask = jnp.asarray(curve.mask)
+    last = int(np.nonzero(curve.mask)[0][-1])
+
+    def one(M_, C_, K_, q_, p0, ps, sig):
+        params = OscillatorParams(M_, C_, K_, ps, q_ * M_**2)
+        A, Q = oscillator_transitions(params, uniq, index)
+        m0 = jnp.stack([p0 - ps, jnp.zeros_like(p0)])
+        res = kalman_filter(y, mask, A, Q, sig**2, m0, jnp.zeros((2, 2), m0.dtype), offset=ps)
+        fm, fv = kalman_forecast(params, res.means[last], res.covs[last], jnp.asarray(dts))
+        return ps + fm, fv
+
+    fm, fv = jax.jit(jax.vmap(one))(m, cc, kk, q, jnp.asarray(flat["p0"]), jnp.asarray(flat["p_star"]), jnp.asarray(flat["sigma"]))
+    return np.asarray(fm), np.asarray(fv)
+
+
+def regime_probabilities(fit: BayesFit) -> dict[str, float]:
+    """``P(regime)`` of a :class:`BayesFit` (convenience accessor)."""
+    return dict(fit.p_regime)
+
+
+def to_summary_dict(fit: BayesFit) -> dict[str, Any]:
+    """A JSON-friendly digest of a :class:`BayesFit` (no raw draws)."""
+    return {
+        "model": fit.model, "status": fit.status, "converged": fit.converged, "warnings": fit.warnings,
+        "divergences": fit.divergences, "p_regime": fit.p_regime, "plateau": fit.plateau, "gain": fit.gain,
+        "step95": fit.step95, "summary": fit.summary, "runtime_s": fit.runtime_s, "info": fit.info,
+    }
