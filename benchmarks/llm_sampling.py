@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import platform
 import statistics
@@ -77,9 +78,9 @@ def bench_jax(model, tokens, mask, N: int, repeats: int) -> dict:
     graphdef, state = nnx.split(model)
     args = (graphdef, state, tb, mb, jax.random.key(0), jnp.float32(1), jnp.int32(0), jnp.float32(1),
             jnp.bool_(True), jnp.asarray(no_eos, jnp.int32), jnp.int32(0))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     _generate_jit.lower(*args, max_new_tokens=N, use_filter=False).compile()
-    compile_s = time.perf_counter() - t0
+    compile_s, compile_cpu_s = time.perf_counter() - t0, time.process_time() - c0
 
     @jax.jit
     def prefill(state, tokens, mask):
@@ -95,7 +96,7 @@ def bench_jax(model, tokens, mask, N: int, repeats: int) -> dict:
 
     t_pre, t_pre_min = _timeit(lambda: jax.block_until_ready(prefill(state, tb, mb)), repeats)
     t_gen, t_gen_min = _timeit(run_gen, repeats)
-    return dict(compile_s=compile_s, prefill_s=t_pre, generate_s=t_gen, generate_min_s=t_gen_min,
+    return dict(compile_s=compile_s, compile_cpu_s=compile_cpu_s, prefill_s=t_pre, generate_s=t_gen, generate_min_s=t_gen_min,
                 prefill_tok_s=B * P / t_pre, decode_tok_s=B * (N - 1) / max(t_gen - t_pre, 1e-9),
                 total_tok_s=B * N / t_gen)
 
@@ -153,7 +154,8 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
     B, P, N = args.batch, args.prompt, args.new
     results: dict = {"batch": B, "prompt": P, "new_tokens": N, "repeats": args.repeats,
-                     "jax": jax.__version__, "backend": jax.default_backend(), "machine": platform.processor()}
+                     "jax": jax.__version__, "backend": jax.default_backend(), "machine": platform.processor(),
+                     "cpus": os.cpu_count(), "loadavg_start": os.getloadavg()}
     for name in args.models.split(","):
         path = FIX / name
         model = load_pretrained(path)
@@ -165,6 +167,7 @@ def main(argv=None) -> dict:
     if args.gpu:
         results["qwen2_0.5b_bf16"] = bench_gpu(B, 128, 128, args.repeats)
         print(json.dumps(results["qwen2_0.5b_bf16"], indent=1))
+    results["loadavg_end"] = os.getloadavg()
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     if args.markdown:
@@ -174,7 +177,7 @@ def main(argv=None) -> dict:
 
 def markdown(res: dict, argv) -> str:
     lines = [
-        "| model | impl | compile s | prefill tok/s | decode tok/s | generate s (median / min) |",
+        "| model | impl | compile s wall (CPU) | prefill tok/s | decode tok/s | generate s (median / min) |",
         "|---|---|---|---|---|---|",
     ]
     for name in ("qwen2", "llama"):
@@ -184,7 +187,7 @@ def markdown(res: dict, argv) -> str:
             r = res[name][impl]
             if r is None:
                 continue
-            comp = f"{r['compile_s']:.2f}" if "compile_s" in r else "-"
+            comp = f"{r['compile_s']:.1f} ({r['compile_cpu_s']:.1f})" if "compile_s" in r else "-"
             lines.append(f"| tiny {name} | {impl} | {comp} | {r['prefill_tok_s']:.0f} | {r['decode_tok_s']:.0f} | "
                          f"{r['generate_s']:.3f} / {r['generate_min_s']:.3f} |")
     return "\n".join(lines)

@@ -90,7 +90,11 @@ class ModelConfig:
 
     # Hashable although rope_scaling is a dict (needed for jit static args / NNX graphdefs).
     def __hash__(self) -> int:
-        return hash(json.dumps(self.to_hf(), sort_keys=True))
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(json.dumps(self.to_hf(), sort_keys=True))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ModelConfig):
