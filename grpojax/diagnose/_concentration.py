@@ -4,9 +4,13 @@ Without a KL anchor (beta = 0) GRPO keeps sharpening the policy on whatever is r
 falls towards 0 long before the reward has saturated, and exploration is gone. Two conditions
 (both required, :class:`~grpojax.diagnose.DiagnoseConfig`):
 
-1. ``entropy late/initial median ratio <= entropy_ratio``;
-2. over the steps after the smoothed entropy first fell below half of its initial value, the reward
-   still rises: least-squares slope t-statistic ``>= reward_rise_t``.
+1. ``entropy late/initial median ratio <= entropy_ratio`` (initial: first 2 % of the points, at least
+   ``min_window_points``; late: last ``edge_fraction``);
+2. the reward rises over the run (late-window mean minus the mean of the first points, z-score
+   ``>= reward_rise_t``) and was still rising when the entropy had already lost half of its total drop:
+   at that step (the entropy half-life) at most ``reward_done_at_entropy_half`` of the reward's rise was
+   done (moving averages over 2 % of the points). Entropy that falls only after the reward has
+   plateaued is ordinary convergence, not concentration.
 
 Severity is the score of the entropy ratio (0.5 at the threshold, 1 at its square).
 """
@@ -16,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._series import Run, edge_windows, moving_average, ols_slope
+from grpojax.diagnose._series import Run, edge_windows, moving_average
 from grpojax.diagnose._types import ModeResult, finish_result, make_evidence
 
 MODE = "policy_concentration"
@@ -33,25 +37,38 @@ def detect_policy_concentration(run: Run, cfg: DiagnoseConfig) -> ModeResult:
     if not np.all(np.isfinite(h)):
         keep = np.isfinite(h)
         s, h = s[keep], h[keep]
-    early, late = edge_windows(h.size, cfg.edge_fraction, cfg.min_window_points)
+    _, late = edge_windows(h.size, cfg.edge_fraction, cfg.min_window_points)
+    early = slice(0, max(cfg.min_window_points, h.size // 50))  # initial = the first 2 % of the points
     h0 = float(np.median(h[early]))
     h1 = float(np.median(h[late]))
     ratio = h1 / h0 if h0 > 0 else float("nan")
     ev = [make_evidence("entropy", np.r_[s[early], s[late]], "late/initial median ratio", ratio,
                         cfg.entropy_ratio, "<=", kind="ratio")]
-    smooth = moving_average(h, max(1, cfg.min_window_points))
-    below = np.nonzero(smooth <= 0.5 * h0)[0]
-    half_step = float(s[below[0]]) if below.size else float(s[h.size // 2])
+    # entropy half-life: first step where the smoothed entropy has lost half of its total drop
+    smooth = moving_average(h, max(3, h.size // 50))
+    level = h1 + 0.5 * (h0 - h1)
+    below = np.nonzero(smooth <= level)[0]
+    half_step = float(s[below[0]]) if below.size else float(s[-1])
+    # reward: total rise (significant?) and the fraction of it done at the entropy half-life
     rs, r = run.series("reward_mean")
-    keep = np.isfinite(r) & (rs >= half_step)
-    rs_seg, r_seg = rs[keep], r[keep]
-    sl = ols_slope(rs_seg, r_seg)
-    seg_label = ("after entropy halved" if below.size else "2nd half (entropy never halved)")
-    ev.append(make_evidence("reward_mean", rs_seg, f"slope t-statistic {seg_label}", sl.t,
-                            cfg.reward_rise_t, ">=", kind="gate"))
-    if rs_seg.size >= 2:
-        gain = float(np.mean(r_seg[-max(1, rs_seg.size // 5):]) - np.mean(r_seg[:max(1, rs_seg.size // 5)]))
-        ev.append(make_evidence("reward_mean", rs_seg, f"gain {seg_label}", gain))
+    keep = np.isfinite(r)
+    rs, r = rs[keep], r[keep]
+    w = max(3, r.size // 50)
+    rsm = moving_average(r, w)
+    head = slice(0, max(3, w))
+    _, rlate = edge_windows(r.size, cfg.edge_fraction, cfg.min_window_points)
+    r_init, r_final = float(np.mean(r[head])), float(np.mean(r[rlate]))
+    se = float(np.sqrt(np.var(r[head]) / r[head].size + np.var(r[rlate]) / r[rlate].size))
+    rise = r_final - r_init
+    z = rise / se if se > 0 else (np.inf if rise > 0 else 0.0)
+    ev.append(make_evidence("reward_mean", np.r_[rs[head], rs[rlate]], "rise z-score (late mean - initial mean)",
+                            z, cfg.reward_rise_t, ">=", kind="gate"))
+    r_half = float(np.interp(half_step, rs, rsm))
+    done = (r_half - r_init) / rise if rise > 0 else float("nan")
+    ev.append(make_evidence("reward_mean", np.array([rs[0], half_step]),
+                            "fraction of the reward rise done when entropy had lost half its drop", done,
+                            cfg.reward_done_at_entropy_half, "<=", kind="gate"))
+    ev.append(make_evidence("reward_mean", rs, "reward rise (late mean - initial mean)", rise))
     ev.append(make_evidence("entropy", s[early], "initial median", h0))
     ev.append(make_evidence("entropy", s[late], "late median", h1))
     panel = {"entropy": (s, h), "reward_mean": (rs, r), "half_step": half_step}

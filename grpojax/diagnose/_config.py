@@ -62,10 +62,15 @@ class DiagnoseConfig:
         zero_grad_fraction: ... or the late fraction of (numerically) zero grad norms is >= this.
         zero_grad_rel_tol: a grad norm <= this x the median positive grad norm counts as zero.
         entropy_ratio: policy concentration needs late/initial entropy <= this ...
-        reward_rise_t: ... and the reward slope t-statistic after the entropy halved >= this.
-        oscillation_growth: instability when late/early detrended reward std >= this ...
-        oscillation_window_fraction: ... over the first/last this fraction of the points ...
-        oscillation_alpha: ... and a one-sided F-test of the variance ratio has p <= this.
+        reward_rise_t: ... and the reward's rise z-score >= this (also the hacking detector's gate on the
+            train slope t-statistic) ...
+        reward_done_at_entropy_half: ... and at most this fraction of the rise done at the entropy
+            half-life.
+        oscillation_growth: instability when the largest block std of the detrended reward over the
+            first block's is >= this ...
+        oscillation_block_fraction: ... blocks of this fraction of the points ...
+        oscillation_min_block: ... and at least this many points (also the smallest detrending window) ...
+        oscillation_alpha: ... and the Bonferroni-corrected one-sided F-test has p <= this.
         detrend_fraction: moving-average window (fraction of the points) used for detrending.
         grad_norm_growth: instability when late/early median grad norm >= this.
         is_ratio_max_late: instability when the late median of is_ratio_max >= this.
@@ -76,6 +81,8 @@ class DiagnoseConfig:
         decoupling_z: ... and the slope difference z-score >= this.
         validity_r2_min: mean field valid only if smoothed R^2 of the oscillator law >= this ...
         validity_excess_max: ... and residual variance / noise variance <= this.
+        validity_min_signal: insufficient_data when the noise ceiling (1 - noise var / total var) is
+            below this: no trend above the sampling noise to fit.
         validity_smooth: moving-average window (points) for the smoothed R^2.
     """
 
@@ -86,15 +93,17 @@ class DiagnoseConfig:
     frac_zero_std_late: float = 0.5
     reward_std_collapse_ratio: float = 0.1
     zero_grad_fraction: float = 0.25
-    zero_grad_rel_tol: float = 1e-3
+    zero_grad_rel_tol: float = 1e-6
     # policy concentration
     entropy_ratio: float = 0.2
     reward_rise_t: float = 2.0
+    reward_done_at_entropy_half: float = 0.9
     # dynamical instability
-    oscillation_growth: float = 2.5
-    oscillation_window_fraction: float = 0.25
+    oscillation_growth: float = 3.0
+    oscillation_block_fraction: float = 0.05
+    oscillation_min_block: int = 8
     oscillation_alpha: float = 0.01
-    detrend_fraction: float = 0.05
+    detrend_fraction: float = 0.1
     grad_norm_growth: float = 10.0
     is_ratio_max_late: float = 10.0
     p_unstable: float = 0.9
@@ -106,6 +115,7 @@ class DiagnoseConfig:
     # mean-field validity
     validity_r2_min: float = 0.8
     validity_excess_max: float = 2.0
+    validity_min_signal: float = 0.1
     validity_smooth: int = 10
 
     def __post_init__(self):

@@ -5,8 +5,12 @@ reward does not settle: the oscillation around the fixed point grows out of the 
 limit cycle or diverges, and gradient norms / importance ratios grow. Evidence (any one suffices,
 :class:`~grpojax.diagnose.DiagnoseConfig`):
 
-- ``reward_mean`` oscillation growth: std of the detrended reward (minus a centred moving average over
-  ``detrend_fraction`` of the run) in the late window over the early window, ``>= oscillation_growth``.
+- ``reward_mean`` oscillation growth: the detrended reward (minus a centred moving average over
+  ``detrend_fraction`` of the run) is cut into consecutive blocks (``oscillation_block_fraction`` of the
+  run each); the largest block std over the first block's std must be ``>= oscillation_growth`` and
+  significant (one-sided F-test, Bonferroni-corrected for the number of blocks, ``<= oscillation_alpha``).
+  The peak block (not the last) is used because a run past the threshold often ends by escaping to
+  a boundary (p -> 1 in the bandit, a crash in an LLM run), where the oscillation stops.
   When ``reward_std`` is logged the residual is first divided by the (smoothed) within-group reward
   std, so that a run whose sampling noise grows as p moves towards 1/2 is not mistaken for one whose
   oscillation grows.
@@ -34,7 +38,7 @@ def oscillation_residual(run: Run, cfg: DiagnoseConfig) -> tuple[np.ndarray, np.
     s, r = run.series("reward_mean")
     keep = np.isfinite(r)
     s, r = s[keep], r[keep]
-    w = max(3, int(round(cfg.detrend_fraction * r.size)))
+    w = max(cfg.oscillation_min_block, int(round(cfg.detrend_fraction * r.size)))
     trend = moving_average(r, w)
     resid = r - trend
     if run.count("reward_std") >= cfg.min_points:
@@ -44,6 +48,29 @@ def oscillation_residual(run: Run, cfg: DiagnoseConfig) -> tuple[np.ndarray, np.
         floor = max(0.1 * float(np.max(sd)) if sd.size else 0.0, 1e-12)
         resid = resid / np.maximum(sd, floor)
     return s, resid, trend
+
+
+def oscillation_growth(resid: np.ndarray, cfg: DiagnoseConfig) -> dict:
+    """Largest block std of the residual over the first block's, with a Bonferroni F-test p-value.
+
+    Blocks are consecutive, ``max(oscillation_min_block, oscillation_block_fraction * n)`` points long
+    (at least 4 blocks). Under stationary white noise every block std estimates the same sigma, so
+    ``growth^2`` is an F(b-1, b-1) variate; the p-value is multiplied by the number of blocks compared.
+    """
+    n = resid.size
+    bw = max(cfg.oscillation_min_block, int(round(cfg.oscillation_block_fraction * n)))
+    nb = n // bw
+    if nb < 4:
+        nb, bw = 4, n // 4
+    blocks = [(k * bw, (k + 1) * bw) for k in range(nb)]
+    sd = np.array([np.std(resid[a:b]) for a, b in blocks])
+    peak = 1 + int(np.argmax(sd[1:]))
+    if sd[0] == 0:
+        growth = 1.0 if sd[peak] == 0 else float("inf")
+    else:
+        growth = float(sd[peak] / sd[0])
+    p = float(min(1.0, (nb - 1) * stats.f.sf(growth ** 2, bw - 1, bw - 1))) if np.isfinite(growth) else 0.0
+    return {"growth": growth, "p_value": p, "sd": sd, "blocks": blocks, "peak": peak}
 
 
 def detect_dynamical_instability(run: Run, cfg: DiagnoseConfig, *,
@@ -67,30 +94,31 @@ def detect_dynamical_instability(run: Run, cfg: DiagnoseConfig, *,
                 ev.append(make_evidence(col, s[bad], "non-finite values", float(bad.sum()), 1, ">=",
                                         kind="flag"))
                 episodes.append((float(s[bad][0]), float(s[-1])))
-    if run.count("reward_mean") >= max(cfg.min_points, 4 * cfg.min_window_points):
+    if run.count("reward_mean") >= 4 * cfg.oscillation_min_block:
         used.append("reward_mean")
         s, resid, trend = oscillation_residual(run, cfg)
-        early, late = edge_windows(resid.size, cfg.oscillation_window_fraction, cfg.min_window_points)
-        sd0, sd1 = float(np.std(resid[early])), float(np.std(resid[late]))
-        growth = 1.0 if sd0 == sd1 == 0 else sd1 / max(sd0, 1e-12)
-        n0, n1 = resid[early].size, resid[late].size
-        p_f = float(stats.f.sf(growth ** 2, n1 - 1, n0 - 1))
-        e = make_evidence("reward_mean", np.r_[s[early], s[late]],
-                          "oscillation growth (late/early detrended std)", growth,
+        g = oscillation_growth(resid, cfg)
+        lo, hi = g["blocks"][0], g["blocks"][g["peak"]]
+        e = make_evidence("reward_mean", np.r_[s[lo[0]:lo[1]], s[hi[0]:hi[1]]],
+                          "oscillation growth (peak/first block detrended std)", g["growth"],
                           cfg.oscillation_growth, ">=", kind="ratio")
-        if e.triggered and p_f > cfg.oscillation_alpha:  # not significant with this few points
+        if e.triggered and g["p_value"] > cfg.oscillation_alpha:  # not significant with this few points
             e = e._replace(triggered=False, score=0.0,
-                           statistic=e.statistic + f" [F-test p={p_f:.2g} > {cfg.oscillation_alpha:g}]")
+                           statistic=e.statistic + f" [F-test p={g['p_value']:.2g} > {cfg.oscillation_alpha:g}]")
         ev.append(e)
-        ev.append(make_evidence("reward_mean", np.r_[s[early], s[late]], "F-test p-value of the growth", p_f))
-        ev.append(make_evidence("reward_mean", s[late], "late residual lag-1 autocorrelation",
-                                lag1_autocorr(resid[late])))
-        panel.update(reward_steps=s, reward_resid=resid, reward_trend=trend)
-        if ev[-3].triggered:
-            # shade where the rolling residual amplitude exceeds the threshold x the early amplitude
-            w = max(cfg.min_window_points, int(round(cfg.edge_fraction * resid.size / 2)))
-            amp = np.sqrt(moving_average(resid ** 2, w))
-            episodes += episodes_from_mask(s, amp >= np.sqrt(cfg.oscillation_growth) * max(sd0, 1e-12), min_len=3)
+        ev.append(make_evidence("reward_mean", s, f"F-test p-value of the growth (Bonferroni x{len(g['sd']) - 1})",
+                                g["p_value"]))
+        ev.append(make_evidence("reward_mean", s[hi[0]:hi[1]], "lag-1 autocorrelation of the residual in the peak block",
+                                lag1_autocorr(resid[hi[0]:hi[1]])))
+        panel.update(reward_steps=s, reward_resid=resid, reward_trend=trend,
+                     block_edges=[(float(s[a]), float(s[b - 1])) for a, b in g["blocks"]], block_sd=g["sd"])
+        if e.triggered:
+            # shade the blocks whose amplitude exceeds sqrt(threshold) x the first block's
+            big = g["sd"] >= np.sqrt(cfg.oscillation_growth) * max(g["sd"][0], 1e-12)
+            mask = np.zeros(s.size, bool)
+            for k, (a, b) in enumerate(g["blocks"]):
+                mask[a:b] = big[k]
+            episodes += episodes_from_mask(s, mask, min_len=2)
     if run.count("grad_norm") >= cfg.min_points:
         used.append("grad_norm")
         s, g = run.series("grad_norm")
@@ -116,7 +144,7 @@ def detect_dynamical_instability(run: Run, cfg: DiagnoseConfig, *,
                                 ">=", kind="probability"))
     if not used and not any(e.triggered for e in ev):
         return ModeResult(MODE, "insufficient_data",
-                          reason=f"needs >= {max(cfg.min_points, 4 * cfg.min_window_points)} points of "
+                          reason=f"needs >= {4 * cfg.oscillation_min_block} points of "
                                  f"reward_mean or >= {cfg.min_points} of grad_norm / is_ratio_max")
     return finish_result(MODE, ev, episodes, panel)
 

@@ -13,8 +13,9 @@ else a SciPy least-squares fit of the same law) and reports:
   the misfit is sampling noise, large when the law misses a systematic slow component (a mixture of
   relaxation rates, a late creep); the lag-1 autocorrelation of the residuals is reported with it.
 
-Verdicts: ``valid``, ``violated`` or ``insufficient_data`` (too few points, or a curve whose rise is
-below three noise standard deviations: nothing to fit).
+Verdicts: ``valid``, ``violated`` or ``insufficient_data`` (too few points, or a noise ceiling below
+``max(validity_min_signal, 3 / sqrt(n))``: no trend above the noise at 3 sigma of the von Neumann
+ratio test, nothing to fit).
 """
 
 from __future__ import annotations
@@ -140,16 +141,19 @@ def check_mean_field_validity(run: Run, cfg: DiagnoseConfig) -> ModeResult:
     noise_var = float(np.var(np.diff(y)) / 2.0)
     smooth = moving_average(y, cfg.validity_smooth)
     rise = robust_scale(smooth)
-    if rise < 3.0 * np.sqrt(noise_var / cfg.validity_smooth) or rise == 0:
+    var_y = float(np.var(y))
+    ceiling = 1.0 - noise_var / var_y if var_y > 0 else float("nan")
+    # von Neumann ratio test: under white noise var(diff)/var(y) = 2 +- 2/sqrt(n), i.e. ceiling 0 +- 1/sqrt(n)
+    need_signal = max(cfg.validity_min_signal, 3.0 / np.sqrt(y.size))
+    if rise == 0 or not ceiling >= need_signal:
         return ModeResult(MODE, "insufficient_data",
-                          reason=f"reward curve too flat to fit: smoothed 5-95% range {rise:.3g} < 3 noise sd",
+                          reason=f"reward curve has no trend above its noise to fit (noise ceiling "
+                                 f"R^2 {ceiling:.2f} < {need_signal:.2f})",
                           panel_data={"reward_mean": (s, y)})
     t = s - s[0]
     curve, params = fit_three_phase(t, y)
     r2_raw = _r2(y, curve)
     r2_smooth = _r2(smooth, moving_average(curve, cfg.validity_smooth))
-    var_y = float(np.var(y))
-    ceiling = 1.0 - noise_var / var_y if var_y > 0 else float("nan")
     rho = lag1_autocorr(y - curve)
     excess = float(np.var(y - curve)) / noise_var if noise_var > 0 else float("inf")
     ev = [

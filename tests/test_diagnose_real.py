@@ -1,0 +1,75 @@
+"""Acceptance on the real logs (../shared/real-logs; skipped when absent)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grpojax.diagnose import diagnose
+
+
+@pytest.fixture(scope="module")
+def real_diagnoses(real_logs):
+    from grpojax.logs import read_log
+
+    out = {}
+    for name in ("trl-g4-minesweeper-trainer_state.json", "verl-qwen2-7b-math-gpg.log",
+                 "trl-qwen2.5-3b-g2-train-eval-trainer_state.json", "trl-llama3.1-8b-g6-trainer_state.json"):
+        [run] = read_log(real_logs / name)
+        out[name] = (run, diagnose(run, validity=False))
+    return out
+
+
+def _ev(result, metric, statistic_prefix):
+    hits = [e for e in result.evidence if e.metric == metric and e.statistic.startswith(statistic_prefix)]
+    assert hits, (metric, statistic_prefix, result.evidence)
+    return hits[0]
+
+
+def test_minesweeper_shows_advantage_degeneracy(real_diagnoses):
+    run, d = real_diagnoses["trl-g4-minesweeper-trainer_state.json"]
+    res = d["advantage_degeneracy"]
+    assert res.verdict == "detected"
+    late = _ev(res, "frac_zero_std", "late mean")
+    assert late.triggered and late.value >= 0.5
+    # independent recomputation from the log: last 10% of the frac_reward_zero_std rows
+    s, v = run.series("frac_zero_std")
+    assert late.value == pytest.approx(np.mean(v[-5:]))
+    zero = _ev(res, "grad_norm", "fraction of zero grad norms")
+    assert zero.triggered
+    _, g = run.series("grad_norm")
+    assert zero.value == pytest.approx(np.mean(g[g.size // 2:] == 0.0))
+    # zero grad norms at steps 60-80 are shaded as an episode
+    assert any(a <= 60 and b >= 80 for a, b in res.episodes)
+    # nothing else is claimed from this log
+    assert d["policy_concentration"].verdict == "not_detected"
+    assert d["dynamical_instability"].verdict == "not_detected"
+    assert d["reward_hacking"].verdict == "insufficient_data"  # no eval rows
+
+
+def test_verl_gpg_shows_policy_concentration(real_diagnoses):
+    run, d = real_diagnoses["verl-qwen2-7b-math-gpg.log"]
+    res = d["policy_concentration"]
+    assert res.verdict == "detected"
+    ratio = _ev(res, "entropy", "late/initial")
+    _, h = run.series("entropy")
+    assert h[0] == pytest.approx(0.354, abs=1e-3) and h[-1] == pytest.approx(0.012, abs=2e-3)
+    assert ratio.value < 0.2
+    rise = _ev(res, "reward_mean", "rise z-score")
+    assert rise.triggered and rise.value > 3
+    done = _ev(res, "reward_mean", "fraction of the reward rise done")
+    assert done.triggered and done.value < 0.9  # the score was still rising when entropy had halved
+    assert d["advantage_degeneracy"].verdict == "insufficient_data"  # verl logs no per-group std
+    assert d["dynamical_instability"].verdict == "not_detected"
+
+
+def test_qwen_train_eval_is_checked_for_decoupling(real_diagnoses):
+    run, d = real_diagnoses["trl-qwen2.5-3b-g2-train-eval-trainer_state.json"]
+    res = d["reward_hacking"]
+    assert run.meta["n_eval_points"] == 8
+    assert res.verdict in ("detected", "not_detected")  # checked, with its eval rows
+    ev_gain = _ev(res, "eval_reward", "eval gain")
+    assert np.isfinite(ev_gain.value)
+    # the eval reward improves over the run (-0.49 -> -0.17), the train reward is flat in the late half
+    assert res.verdict == "not_detected"
+    assert not _ev(res, "reward_mean", "train slope t-statistic").triggered
