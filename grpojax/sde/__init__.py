@@ -9,15 +9,22 @@ Public surface:
 - :func:`strong_errors`, :func:`weak_errors` — convergence measurements against the references.
 - :func:`expected_trajectory`, :func:`calibrate`, :func:`calibrate_ensemble` — differentiable
   calibration of the curvature K (and p*) through ``diffeqsolve`` with optax.
+- :func:`solve_meanfield`, :func:`bandit_meanfield` — nonlinear mean-field SDEs (user callables, or the
+  two-arm bandit's exact finite-G drift) with multiplicative noise, Itô or Stratonovich.
 """
 
 from grpojax.sde._calibrate import Calibration, calibrate, calibrate_ensemble, expected_trajectory
 from grpojax.sde._convergence import StrongResult, WeakResult, strong_errors, weak_errors
 from grpojax.sde._exact import exact_moments, exact_transition, sample_exact
+from grpojax.sde._meanfield import BanditMeanField, MeanFieldPaths, bandit_meanfield, solve_meanfield
 from grpojax.sde._solve import SOLVERS, Ensemble, SolverSpec, simulate, step_grid
 
 __all__ = [
     "SOLVERS",
+    "BanditMeanField",
+    "MeanFieldPaths",
+    "bandit_meanfield",
+    "solve_meanfield",
     "Calibration",
     "calibrate",
     "calibrate_ensemble",
