@@ -2,10 +2,13 @@
 
 from grpojax.plot._dynamics import predicted_trajectory_figure, threshold_comparison_figure
 from grpojax.plot._diagnose import diagnosis_dashboard, draw_panel
+from grpojax.plot._sde import sde_convergence_figure, sde_ensemble_figure
 
 __all__ = [
     "predicted_trajectory_figure",
     "threshold_comparison_figure",
     "diagnosis_dashboard",
     "draw_panel",
+    "sde_convergence_figure",
+    "sde_ensemble_figure",
 ]
