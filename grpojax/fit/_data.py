@@ -148,11 +148,15 @@ def noise_variance(y: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Observation-noise variance estimated from second differences: ``mean((Δ²y)²)/6``.
 
     For ``y = f + ε`` with smooth ``f`` and white ``ε`` of variance σ², ``Var(Δ²ε) = 6σ²``, while
-    ``Δ²f`` is second order in the step. Consecutive observed points only; ``(..., T)`` → ``(...)``.
+    ``Δ²f`` is second order in the step. Missing points are skipped; ``(..., T)`` → ``(...)``.
     Positively autocorrelated noise makes this an underestimate (the ceiling is then optimistic).
     """
     y = np.asarray(y, dtype=float)
-    if mask is not None:
-        y = np.where(mask, y, np.nan)
-    d2 = y[..., 2:] - 2 * y[..., 1:-1] + y[..., :-2]
-    return np.nanmean(d2**2, axis=-1) / 6.0
+    mask = np.isfinite(y) if mask is None else (np.asarray(mask, bool) & np.isfinite(y))
+    flat_y, flat_m = y.reshape(-1, y.shape[-1]), mask.reshape(-1, y.shape[-1])
+    out = np.full(flat_y.shape[0], np.nan)
+    for i in range(flat_y.shape[0]):
+        obs = flat_y[i, flat_m[i]]
+        if obs.size >= 3:
+            out[i] = np.mean(np.diff(obs, 2) ** 2) / 6.0
+    return out.reshape(y.shape[:-1])

@@ -1,0 +1,131 @@
+"""Batched least-squares fits of the reward-curve laws: recovery, flat curves, bad input, metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from grpojax.dynamics import ThreePhase, damping_ratio, from_hyperparams, mean_reward, natural_frequency
+from grpojax.fit import check_curve, fit_law, fit_laws_batched, moving_average, noise_variance
+
+STEPS = np.arange(1.0, 201.0)
+NOISE = 0.004
+
+
+def _truth():
+    """Underdamped and near-critical runs from real hyperparameters (η, μ, K_ref, K_d)."""
+    under = from_hyperparams(0.02, 0.9, 4, 0.45, p_star=0.8)  # ζ ≈ 0.33
+    near = from_hyperparams(0.02, 0.9, 4, 0.12, p_star=0.8)  # ζ ≈ 0.94
+    return [under, near]
+
+
+@pytest.fixture(scope="module")
+def batch():
+    rng = np.random.default_rng(0)
+    params = _truth()
+    Y = [np.asarray(mean_reward(p, STEPS - STEPS[0], 0.2)) + NOISE * rng.standard_normal(STEPS.size) for p in params]
+    Y.append(0.5 + 0.05 * rng.standard_normal(STEPS.size))  # flat: no learning
+    Y.append(np.full(STEPS.size, 0.3))  # constant: insufficient data
+    Y = np.stack(Y)
+    fits = {law: fit_laws_batched(STEPS, Y, law, smooth=10) for law in ("three_phase", "exponential")}
+    return params, Y, fits
+
+
+def test_three_phase_beats_exponential_and_recovers_params(batch):
+    params, Y, fits = batch
+    tp, ex = fits["three_phase"], fits["exponential"]
+    for i, p in enumerate(params):
+        assert tp.status[i] == "ok"
+        assert tp.r2[i] > ex.r2[i], (i, tp.r2[i], ex.r2[i])
+        assert tp.aic[i] < ex.aic[i]
+        truth = {"r0": 0.2, "r_inf": 0.8, "omega0": float(natural_frequency(p)), "zeta": float(damping_ratio(p))}
+        for name, val in truth.items():
+            assert tp.params[name][i] == pytest.approx(val, rel=0.05), (i, name, tp.params[name][i], val)
+        # exponential residuals are strongly autocorrelated (it misses the slow start); three-phase's are not
+        assert ex.lag1_autocorr[i] > 0.5 > abs(tp.lag1_autocorr[i])
+
+
+def test_flat_and_constant_rows(batch):
+    _, _, fits = batch
+    for law, f in fits.items():
+        assert f.status[2] == "no_learning", law
+        assert all(np.isnan(v[2]) for v in f.params.values())
+        assert f.delta_bic_flat[2] < 10
+        assert f.status[3] == "insufficient_data"
+        assert all(np.isnan(v[3]) for v in f.params.values())
+
+
+def test_metrics_definitions(batch):
+    _, Y, fits = batch
+    f = fits["three_phase"]
+    pred = f.predict(STEPS)
+    i = 0
+    res = Y[i] - pred[i]
+    r2 = 1 - np.sum(res**2) / np.sum((Y[i] - Y[i].mean()) ** 2)
+    assert f.r2[i] == pytest.approx(r2, rel=1e-9)
+    n, k = STEPS.size, 4
+    assert f.aic[i] == pytest.approx(n * np.log(np.mean(res**2)) + 2 * (k + 1), rel=1e-9)
+    assert f.bic[i] == pytest.approx(n * np.log(np.mean(res**2)) + (k + 1) * np.log(n), rel=1e-9)
+    # the model is right, so R² sits at the noise ceiling (within sampling error of the σ² estimate)
+    assert abs(f.r2[i] - f.noise_ceiling[i]) < 0.002
+    assert f.sigma[i] == pytest.approx(NOISE, rel=0.15)
+
+
+def test_batched_equals_single_fit():
+    rng = np.random.default_rng(3)
+    s = np.arange(0.0, 120.0)
+    Y = np.stack([0.9 - 0.6 * np.exp(-s / T) + 0.01 * rng.standard_normal(s.size) for T in (10.0, 25.0, 60.0)])
+    batch = fit_laws_batched(s, Y, "exponential")
+    for i in range(3):
+        single = fit_law(s, Y[i], "exponential")
+        for name in ("r0", "r_inf", "T"):
+            assert single.params[name] == pytest.approx(batch.params[name][i], rel=1e-6)
+        assert single.r2 == pytest.approx(batch.r2[i], rel=1e-9)
+    assert batch.params["T"] == pytest.approx([10.0, 25.0, 60.0], rel=0.1)
+
+
+def test_missing_values_in_batch_are_skipped():
+    s = np.arange(0.0, 100.0)
+    y = np.asarray(ThreePhase(0.1, 0.9, 0.08, 0.6)(s))
+    y_missing = y.copy()
+    y_missing[::3] = np.nan
+    f = fit_laws_batched(s, y_missing[None, :], "three_phase")
+    assert f.status[0] == "ok"
+    assert f.params["zeta"][0] == pytest.approx(0.6, rel=1e-3)
+    assert f.n_obs[0] == np.isfinite(y_missing).sum()
+
+
+@pytest.mark.parametrize(
+    "steps, values, match",
+    [
+        (np.arange(5.0), np.arange(5.0), "at least 8"),
+        (np.arange(20.0), np.r_[np.arange(19.0), np.nan], "finite"),
+        (np.arange(20.0), np.r_[np.arange(19.0), np.inf], "finite"),
+        (np.r_[np.arange(10.0), np.arange(10.0)], np.arange(20.0), "strictly increasing"),
+        (np.arange(20.0), np.full(20, 0.4), "constant"),
+        (np.arange(20.0), np.arange(19.0), "same shape"),
+    ],
+)
+def test_bad_input_raises_clear_error(steps, values, match):
+    with pytest.raises(ValueError, match=match):
+        fit_law(steps, values, "exponential")
+
+
+def test_unknown_law_and_bad_smooth():
+    with pytest.raises(ValueError, match="unknown law"):
+        fit_law(np.arange(20.0), np.arange(20.0), "quadratic")
+    with pytest.raises(ValueError, match="smooth"):
+        fit_laws_batched(np.arange(20.0), np.arange(20.0)[None], "exponential", smooth=0)
+
+
+def test_helpers():
+    y = np.arange(10.0)
+    ma = moving_average(y, 3)
+    assert np.isnan(ma[0]) and np.isnan(ma[-1])
+    np.testing.assert_allclose(ma[1:-1], y[1:-1])
+    rng = np.random.default_rng(0)
+    x = np.linspace(0, 1, 20000)
+    nv = noise_variance(np.sin(3 * x) + 0.1 * rng.standard_normal(x.size))
+    assert nv == pytest.approx(0.01, rel=0.05)  # 5σ of the estimator is ~4% at n = 20000
+    c = check_curve(np.arange(3.0, 13.0), np.linspace(0, 1, 10))
+    assert c.t[0] == 0.0 and c.t[-1] == 1.0 and abs(np.mean(c.yn)) < 1e-12
