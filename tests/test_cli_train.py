@@ -1,0 +1,48 @@
+"""``grpojax train`` through grpojax.cli.main: a tiny K_ref = 1 run, resume, and user errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from grpojax.cli import main
+from grpojax.llm import TrainConfig, load_config, read_jsonl_metrics, save_config, shipped_configs
+
+from test_grpo_trainer import TINY, tiny_config  # noqa: E402
+
+
+def test_shipped_tiny_arith_config_loads():
+    assert "tiny-arith" in shipped_configs()
+    cfg = load_config("tiny-arith")
+    assert cfg.model.pretrained is None and cfg.warmstart.steps > 0 and cfg.data.source == "arith"
+
+
+def test_train_cli_kref1_and_resume(tmp_path, capsys):
+    cfg_path = save_config(tiny_config("grpo.k_ref=1", "grpo.beta=0.0", "warmstart.steps=1", "steps=2"),
+                           tmp_path / "c.yaml")
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(cfg_path), "--out", str(out), "--quiet"]) == 0
+    recs = read_jsonl_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in recs] == [0, 1, 2]
+    for r in recs[1:]:  # K_ref = 1: every step is on-policy, the ratio is exactly 1
+        assert r["is_ratio_mean"] == 1.0 and r["is_ratio_max"] == 1.0 and r["clip_frac"] == 0.0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["last_step"] == 2
+    # more steps on the same folder resume from step 2
+    assert main(["train", "--config", str(cfg_path), "--out", str(out), "--steps", "3", "--quiet"]) == 0
+    assert json.loads((out / "summary.json").read_text())["resumed_from"] == 2
+    assert [r["step"] for r in read_jsonl_metrics(out / "metrics.jsonl")] == [0, 1, 2, 3]
+
+
+def test_train_cli_user_errors(tmp_path, capsys):
+    assert main(["train", "--config", "no-such-config", "--out", str(tmp_path)]) == 2
+    assert "neither a file nor a shipped config" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"grpo": {"group_size": 1}}))
+    assert main(["train", "--config", str(bad), "--out", str(tmp_path / "o")]) == 2
+    assert "group_size=1" in capsys.readouterr().err
+    assert main(["train", "--config", "tiny-arith", "--out", str(tmp_path / "o"), "--set", "grpo.kref=3"]) == 2
+    assert "unknown key 'kref'" in capsys.readouterr().err
+    _ = (TINY, TrainConfig)
