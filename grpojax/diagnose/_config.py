@@ -75,7 +75,7 @@ class DiagnoseConfig:
         grad_norm_growth: instability when late/early median grad norm >= this.
         is_ratio_max_late: instability when the late median of is_ratio_max >= this.
         p_unstable: instability when a Bayesian fit's P(C <= 0) >= this.
-        hacking_late_fraction: part of the run (by step) where train and eval gains are compared.
+        hacking_end_fraction: fraction of the eval points (at least 2) averaged as "the end".
         min_eval_points: fewest eval points overall for the hacking detector.
         decoupling: reward hacking when (train gain - eval gain) / train range >= this ...
         decoupling_z: ... and the slope difference z-score >= this.
@@ -108,7 +108,7 @@ class DiagnoseConfig:
     is_ratio_max_late: float = 10.0
     p_unstable: float = 0.9
     # reward hacking
-    hacking_late_fraction: float = 0.5
+    hacking_end_fraction: float = 0.2
     min_eval_points: int = 4
     decoupling: float = 0.2
     decoupling_z: float = 3.0
@@ -125,9 +125,9 @@ class DiagnoseConfig:
                 raise ValueError(f"DiagnoseConfig.{f.name} must be a non-negative number, got {v!r}")
         if not 0 < self.edge_fraction <= 0.5:
             raise ValueError(f"DiagnoseConfig.edge_fraction must be in (0, 0.5], got {self.edge_fraction}")
-        if not 0 < self.hacking_late_fraction <= 1:
-            raise ValueError("DiagnoseConfig.hacking_late_fraction must be in (0, 1], got "
-                             f"{self.hacking_late_fraction}")
+        if not 0 < self.hacking_end_fraction < 1:
+            raise ValueError("DiagnoseConfig.hacking_end_fraction must be in (0, 1), got "
+                             f"{self.hacking_end_fraction}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -3,8 +3,10 @@
 When every answer in a group gets the same reward, the group-normalised advantage is 0/0 (GRPO sets it
 to 0) and the group contributes no gradient. Symptoms in a log: ``frac_zero_std`` (fraction of groups
 with zero reward std) high, ``reward_std`` -> 0, grad norm exactly 0 on steps where no group had any
-signal. Detected when any of the three statistics passes its threshold in the late window
-(:class:`~grpojax.diagnose.DiagnoseConfig`).
+signal. Detected when ``frac_zero_std`` or ``reward_std`` passes its threshold in the late window
+(:class:`~grpojax.diagnose.DiagnoseConfig`). The fraction of exactly-zero grad norms is reported with
+them as supporting evidence; it decides the verdict only when neither variance column is logged,
+because a zero gradient alone is ambiguous (a saturated softmax, a masked loss).
 """
 
 from __future__ import annotations
@@ -75,8 +77,13 @@ def detect_advantage_degeneracy(run: Run, cfg: DiagnoseConfig) -> ModeResult:
         # the whole second half: zero-gradient steps are intermittent in real logs
         half = slice(g.size // 2, g.size)
         frac = float(np.mean(zero[half]))
-        ev.append(make_evidence("grad_norm", s[half], "fraction of zero grad norms (2nd half)", frac,
-                                cfg.zero_grad_fraction, ">=", kind="fraction"))
+        e = make_evidence("grad_norm", s[half], "fraction of zero grad norms (2nd half)", frac,
+                          cfg.zero_grad_fraction, ">=", kind="fraction")
+        if have_fzs or have_std:
+            # zero gradients alone are ambiguous (a saturated softmax, masked losses): with a variance
+            # column logged they support the verdict but do not make it
+            e = e._replace(role="supporting")
+        ev.append(e)
         ev.append(make_evidence("grad_norm", s, "number of zero grad norms", float(zero.sum())))
         episodes += episodes_from_mask(s, zero, min_len=1) if frac >= cfg.zero_grad_fraction else []
         panel["grad_norm"] = (s, g)

@@ -1,15 +1,17 @@
 """Reward hacking: train reward and eval reward decouple.
 
 A reward that pays for a gameable proxy keeps rising in training while the held-out evaluation (which
-measures the real target) stalls or falls. On the late part of the run (the last
-``hacking_late_fraction`` of its steps) the detector compares least-squares slopes of the train reward
-``reward_mean`` and of ``eval_reward`` (:class:`~grpojax.diagnose.DiagnoseConfig`):
+measures the real target) stalls or falls. The detector finds the eval peak (3-point moving average of
+the eval rewards, with at least ``hacking_end_fraction`` of the eval points after it) and compares what
+happened after it (:class:`~grpojax.diagnose.DiagnoseConfig`):
 
-- ``decoupling = (train gain - eval gain) / train range >= decoupling``, gains = slope x segment
-  length, train range = max - min of the train curve smoothed over 5 % of its points;
-- ``z = (slope_train - slope_eval) / sqrt(se_train^2 + se_eval^2) >= decoupling_z`` (the gap is not
-  sampling noise: eval points are few);
-- gate: the train reward still rises in that segment (slope t-statistic ``>= reward_rise_t``).
+- train gain = mean train reward over the steps of the last eval points minus the mean over the steps of
+  the peak; eval gain = mean of the last eval points minus the (smoothed) peak;
+- ``decoupling = (train gain - eval gain) / train range >= decoupling`` (train range = the larger of max - min
+  of the train curve smoothed over 5 % of its points and |mean of the last 10 % - mean of the first
+  2 %|, so that a fast initial rise counts; severity = decoupling, clipped to 1);
+- gates: ``(train gain - eval gain)`` and ``train gain`` both significant at ``decoupling_z`` standard
+  errors (noise variances from first differences of each curve, so a slow trend does not inflate them).
 
 Also reported (information): the steps at which smoothed train and eval curves reach 90 % of their
 rise ("different saturation rates") and the Spearman correlation of eval with train at eval steps.
@@ -22,7 +24,7 @@ import numpy as np
 from scipy import stats
 
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._series import Run, moving_average, ols_slope
+from grpojax.diagnose._series import Run, moving_average
 from grpojax.diagnose._types import ModeResult, finish_result, make_evidence
 
 MODE = "reward_hacking"
@@ -48,42 +50,48 @@ def detect_reward_hacking(run: Run, cfg: DiagnoseConfig) -> ModeResult:
     se, re = run.series("eval_reward")
     ok_t, ok_e = np.isfinite(rt), np.isfinite(re)
     st, rt, se, re = st[ok_t], rt[ok_t], se[ok_e], re[ok_e]
-    lo, hi = min(st[0], se[0]), max(st[-1], se[-1])
-    start = lo + (1 - cfg.hacking_late_fraction) * (hi - lo)
-    in_t = st >= start
-    in_e = se >= start
-    if in_e.sum() < 3:  # extend back to the last three eval points
-        in_e = np.zeros_like(in_e)
-        in_e[-3:] = True
-        start = min(start, float(se[in_e][0]))
-        in_t = st >= start
-    if in_t.sum() < 3:
-        return ModeResult(MODE, "insufficient_data",
-                          reason=f"fewer than 3 train points after step {start:g}")
-    seg_lo, seg_hi = float(start), float(max(st[in_t][-1], se[in_e][-1]))
-    length = seg_hi - seg_lo
-    sl_t = ols_slope(st[in_t], rt[in_t])
-    sl_e = ols_slope(se[in_e], re[in_e])
+    n_ev = re.size
+    m = max(2, int(round(cfg.hacking_end_fraction * n_ev)))
+    smooth_e = moving_average(re, 3) if n_ev >= 6 else re
+    k = int(np.argmax(smooth_e[: n_ev - m]))  # eval peak, with at least m eval points after it
+    t_peak = float(se[k])
+    half = 1 if n_ev >= 6 else 0
+    peak_lo, peak_hi = float(se[max(k - half, 0)]), float(se[min(k + half, n_ev - 1)])
+    end_lo = float(se[n_ev - m])
+    # noise variances from first differences (robust to the trend)
+    var_e = float(np.var(np.diff(re)) / 2) if n_ev > 2 else float(np.var(re))
+    var_t = float(np.var(np.diff(rt)) / 2) if rt.size > 2 else float(np.var(rt))
+    e_peak = float(smooth_e[k])
+    n_peak = min(k + half, n_ev - 1) - max(k - half, 0) + 1
+    e_end = float(np.mean(re[n_ev - m:]))
+    in_peak = (st >= peak_lo - 0.5 * _spacing(se)) & (st <= peak_hi + 0.5 * _spacing(se))
+    if not in_peak.any():
+        in_peak = np.abs(st - t_peak) == np.min(np.abs(st - t_peak))
+    in_end = st >= end_lo - 0.5 * _spacing(se)
+    if in_end.sum() < 1:
+        return ModeResult(MODE, "insufficient_data", reason=f"no train points after step {end_lo:g}")
+    t_peak_val, t_end_val = float(np.mean(rt[in_peak])), float(np.mean(rt[in_end]))
+    d_tr, d_ev = t_end_val - t_peak_val, e_end - e_peak
+    se_t = np.sqrt(var_t / in_peak.sum() + var_t / in_end.sum())
+    se_e = np.sqrt(var_e / n_peak + var_e / m)
     smooth_t = moving_average(rt, max(1, rt.size // 20))
-    scale = max(float(np.ptp(smooth_t)), 1e-12)
-    d_tr, d_ev = sl_t.slope * length, sl_e.slope * length
+    head = max(3, rt.size // 50)
+    overall = abs(float(np.mean(rt[-max(3, rt.size // 10):]) - np.mean(rt[:head])))
+    scale = max(float(np.ptp(smooth_t)), overall, 1e-12)
     decoupling = (d_tr - d_ev) / scale
-    se_diff = np.hypot(sl_t.stderr, sl_e.stderr)
-    if se_diff > 0:
-        z = (sl_t.slope - sl_e.slope) / se_diff
-    else:
-        z = float(np.sign(sl_t.slope - sl_e.slope) * np.inf) if sl_t.slope != sl_e.slope else 0.0
-    seg = np.array([seg_lo, seg_hi])
+    z_gap = _z(d_tr - d_ev, np.hypot(se_t, se_e))
+    z_tr = _z(d_tr, se_t)
+    seg = np.array([t_peak, float(max(st[-1], se[-1]))])
     ev = [
-        make_evidence("reward_mean,eval_reward", seg, "decoupling (train gain - eval gain) / train range",
-                      decoupling, cfg.decoupling, ">=", kind="ratio"),
-        make_evidence("reward_mean,eval_reward", seg, "slope difference z-score", z, cfg.decoupling_z,
-                      ">=", kind="gate"),
-        make_evidence("reward_mean", seg, "train slope t-statistic", sl_t.t, cfg.reward_rise_t, ">=",
+        make_evidence("reward_mean,eval_reward", seg,
+                      "decoupling after the eval peak ((train gain - eval gain) / train range)",
+                      decoupling, cfg.decoupling, ">=", kind="fraction"),
+        make_evidence("reward_mean,eval_reward", seg, "gap z-score", z_gap, cfg.decoupling_z, ">=", kind="gate"),
+        make_evidence("reward_mean", seg, "train gain z-score (still rising)", z_tr, cfg.decoupling_z, ">=",
                       kind="gate"),
-        make_evidence("reward_mean", seg, "train gain", d_tr),
-        make_evidence("eval_reward", seg, "eval gain", d_ev),
-        make_evidence("reward_mean", st, "train range (smoothed max - min)", scale),
+        make_evidence("reward_mean", seg, "train gain after the eval peak", d_tr),
+        make_evidence("eval_reward", seg, "eval gain after its peak", d_ev),
+        make_evidence("reward_mean", st, "train range (max of smoothed max - min, |late - initial mean|)", scale),
     ]
     # different saturation rates and co-movement (information only)
     ev.append(make_evidence("reward_mean", st, "step reaching 90% of rise (smoothed)",
@@ -97,7 +105,17 @@ def detect_reward_hacking(run: Run, cfg: DiagnoseConfig) -> ModeResult:
         ev.append(make_evidence("reward_mean,eval_reward", se, "Spearman rho (eval vs train at eval steps)",
                                 float(rho)))
     panel = {"reward_mean": (st, rt), "reward_smooth": (st, smooth_t), "eval_reward": (se, re),
-             "segment": (seg_lo, seg_hi),
-             "train_line": (seg, rt[in_t].mean() + sl_t.slope * (seg - st[in_t].mean())),
-             "eval_line": (seg, re[in_e].mean() + sl_e.slope * (seg - se[in_e].mean()))}
-    return finish_result(MODE, ev, [(seg_lo, seg_hi)], panel, require_all=True)
+             "segment": (t_peak, float(seg[1])),
+             "train_line": (np.array([t_peak, float(np.mean(st[in_end]))]), np.array([t_peak_val, t_end_val])),
+             "eval_line": (np.array([t_peak, float(np.mean(se[n_ev - m:]))]), np.array([e_peak, e_end]))}
+    return finish_result(MODE, ev, [(t_peak, float(seg[1]))], panel, require_all=True)
+
+
+def _spacing(s: np.ndarray) -> float:
+    return float(np.median(np.diff(s))) if s.size > 1 else 0.0
+
+
+def _z(x: float, se: float) -> float:
+    if se > 0:
+        return float(x / se)
+    return 0.0 if x == 0 else float(np.sign(x) * np.inf)

@@ -38,7 +38,7 @@ def oscillation_residual(run: Run, cfg: DiagnoseConfig) -> tuple[np.ndarray, np.
     s, r = run.series("reward_mean")
     keep = np.isfinite(r)
     s, r = s[keep], r[keep]
-    w = max(cfg.oscillation_min_block, int(round(cfg.detrend_fraction * r.size)))
+    w = max(2 * cfg.oscillation_min_block, int(round(cfg.detrend_fraction * r.size)))
     trend = moving_average(r, w)
     resid = r - trend
     if run.count("reward_std") >= cfg.min_points:

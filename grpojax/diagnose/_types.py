@@ -42,6 +42,8 @@ class Evidence(NamedTuple):
             triggers.
         triggered: whether the comparison holds.
         score: this evidence's severity contribution in ``[0, 1]`` (0 when not triggered).
+        role: ``"decisive"`` (can make the verdict) or ``"supporting"`` (shown, compared with its
+            threshold, but does not decide the verdict on its own).
     """
 
     metric: str
@@ -52,6 +54,7 @@ class Evidence(NamedTuple):
     op: str
     triggered: bool
     score: float
+    role: str = "decisive"
 
     def describe(self) -> str:
         """One line: ``metric statistic = value (op threshold) over steps a-b``."""
@@ -60,8 +63,9 @@ class Evidence(NamedTuple):
         if self.op == "info":
             return f"{self.metric} {self.statistic} = {_fmt(self.value)} ({rng})"
         mark = "!" if self.triggered else " "
+        sup = ", supporting" if self.role == "supporting" else ""
         return (f"{mark}{self.metric} {self.statistic} = {_fmt(self.value)} "
-                f"({self.op} {_fmt(self.threshold)}; {rng})")
+                f"({self.op} {_fmt(self.threshold)}{sup}; {rng})")
 
 
 def _fmt(x: float) -> str:
@@ -220,10 +224,10 @@ def finish_result(mode: str, evidence: list[Evidence], episodes, panel_data: dic
                   *, require_all: bool = False) -> ModeResult:
     """Combine evidence into a verdict: detected when any (``require_all``: every non-info) evidence
     triggered; severity = the largest score of the triggered evidence."""
-    gating = [e for e in evidence if e.op != "info"]
+    gating = [e for e in evidence if e.op != "info" and e.role == "decisive"]
     trig = [e for e in gating if e.triggered]
     hit = bool(gating) and (len(trig) == len(gating) if require_all else bool(trig))
-    ordered = tuple(trig + [e for e in evidence if not e.triggered])
+    ordered = tuple(trig + [e for e in evidence if e not in trig])
     if hit:
         sev = max(e.score for e in trig)
         reason = "; ".join(e.describe().lstrip("!") for e in trig)
