@@ -121,3 +121,18 @@ def test_exact_sampler_matches_exact_moments():
     z_var = (xs.var(1, ddof=1) - var) / (var * np.sqrt(2.0 / (n - 1)))
     assert float(jnp.max(jnp.abs(z_mean))) < 4.0
     assert float(jnp.max(jnp.abs(z_var))) < 4.0
+
+
+@pytest.mark.parametrize("name", ["overdamped", "underdamped", "unstable"])
+def test_long_steps_stay_accurate(name):
+    """‖F‖Δt up to ~100: Van Loan alone cancels catastrophically; scaling and squaring must not."""
+    M, C, K, D = REGIMES[name]
+    p = P(M, C, K, D)
+    dt = 30.0 if name == "unstable" else 80.0
+    A, Q = exact_transition(p, dt)
+    A_ref, Q_ref = reference(M, C, K, D, 1, dt)
+    np.testing.assert_allclose(A, A_ref, rtol=1e-8, atol=1e-14 * np.abs(A_ref).max())
+    np.testing.assert_allclose(Q, Q_ref, rtol=1e-7, atol=1e-12 * np.abs(Q_ref).max())
+    if name != "unstable":
+        s2 = D
+        np.testing.assert_allclose(np.diag(Q), [s2 / (2 * C * K), s2 / (2 * C * M)], rtol=1e-6)

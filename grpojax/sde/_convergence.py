@@ -175,22 +175,25 @@ def strong_errors(
 
 
 @eqx.filter_jit
-def _weak(c, coef, x0, keys, dts, t1, solver, max_steps, q):
-    levy = SOLVERS[solver].levy_area
+def _weak(c, coef, x0, keys, dts, t1, solvers, max_steps, q):
+    out = []
+    for solver in solvers:
+        levy = SOLVERS[solver].levy_area
 
-    def at_dt(args):
-        dt, k = args
+        def at_dt(args, solver=solver, levy=levy):
+            dt, k = args
 
-        def per_path(key):
-            bm = diffrax.UnsafeBrownianPath(shape=jax.ShapeDtypeStruct((1,), x0.dtype), key=key, levy_area=levy)
-            return _solve_t1(coef, x0, bm, dt, t1, solver, max_steps, diffrax.ForwardMode())[0]
+            def per_path(key):
+                shape = jax.ShapeDtypeStruct((1,), x0.dtype)
+                bm = diffrax.UnsafeBrownianPath(shape=shape, key=key, levy_area=levy)
+                return _solve_t1(coef, x0, bm, dt, t1, solver, max_steps, diffrax.ForwardMode())[0]
 
-        e = jax.vmap(per_path)(k)
-        return e.mean(), e.var(ddof=1)
+            e = jax.vmap(per_path)(k)
+            return e.mean(), e.var(ddof=1)
 
-    mean, var = jax.lax.map(at_dt, (dts, keys))
+        out.append(jax.lax.map(at_dt, (dts, keys)))
     m, P = _moments(c, t1[None], x0, jnp.zeros((2, 2), x0.dtype), q, jnp.zeros_like(t1))
-    return mean, var, m[0, 0], P[0, 0, 0]
+    return out, m[0, 0], P[0, 0, 0]
 
 
 def weak_errors(
@@ -200,11 +203,11 @@ def weak_errors(
     *,
     key: jax.Array,
     n_paths: int = 10_000,
-    solver: str = "euler",
+    solver: str | tuple[str, ...] = "euler",
     e0: float = 1.0,
     v0: float = 0.0,
     group_size: float = 1,
-) -> WeakResult:
+) -> WeakResult | dict[str, WeakResult]:
     """Ensemble mean/variance of ``e(t1)`` per step size vs the exact moments (fresh paths per step size).
 
     Args:
@@ -213,13 +216,15 @@ def weak_errors(
         dts: step sizes ``(L,)``.
         key: PRNG key.
         n_paths: paths per step size.
-        solver: solver under test.
+        solver: solver under test, or a tuple of them (one compilation; the same keys for each).
         e0, v0, group_size: initial state and group size.
 
     Returns:
-        :class:`WeakResult` (bias = ``mean − exact_mean``; compare with ``se_mean``).
+        :class:`WeakResult` (bias = ``mean − exact_mean``; compare with ``se_mean``), or a dict of them
+        keyed by solver when ``solver`` is a tuple.
     """
-    if solver not in SOLVERS:
+    solvers = (solver,) if isinstance(solver, str) else tuple(solver)
+    if not solvers or any(s not in SOLVERS for s in solvers):
         raise ValueError(f"solver must be in {tuple(SOLVERS)}, got {solver!r}")
     check_positive("t1", t1)
     check_positive("dts", dts)
@@ -231,9 +236,12 @@ def weak_errors(
     q = c.D / (jnp.asarray(group_size, dtype) * c.M**2)
     keys = jr.split(key, (dts_np.size, int(n_paths)))
     max_steps = int(np.ceil(t1 / dts_np.min())) + 2
-    mean, var, em, ev = _weak(c, coef, x0, keys, jnp.asarray(dts_np, dtype), jnp.asarray(t1, dtype), solver, max_steps, q)
-    mean, var = np.asarray(mean), np.asarray(var)
+    outs, em, ev = _weak(c, coef, x0, keys, jnp.asarray(dts_np, dtype), jnp.asarray(t1, dtype), solvers, max_steps, q)
     n = int(n_paths)
-    return WeakResult(
-        dts_np, mean, var, float(em), float(ev), np.sqrt(var / n), var * np.sqrt(2.0 / (n - 1)), solver, n
-    )
+    res = {}
+    for i, (s, (mean, var)) in enumerate(zip(solvers, outs)):
+        mean, var = np.asarray(mean), np.asarray(var)
+        res[s] = WeakResult(
+            dts_np, mean, var, float(em), float(ev), np.sqrt(var / n), var * np.sqrt(2.0 / (n - 1)), s, n
+        )
+    return res[solver] if isinstance(solver, str) else res

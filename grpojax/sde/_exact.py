@@ -18,9 +18,10 @@ block-matrix exponential (Van Loan 1978, "Computing integrals involving the matr
     = \begin{pmatrix}\cdot & B_{12}\\ 0 & B_{22}\end{pmatrix},\qquad A = B_{22}^T,\quad Q = A B_{12}.
 
 Nothing assumes stationarity, so unstable parameters (``C ≤ 0``) are handled too. Conditioning: the
-block exponential contains ``exp(±F Δt)``; in float64 it is accurate while ``|λ| Δt`` stays below ~15
-(the Kalman filter and sampler use it per observation interval, where this holds); in float32 keep
-``|λ| Δt`` below ~5.
+block exponential contains both ``exp(−F Δt)`` and ``exp(Fᵀ Δt)``, so for long steps one of them is huge
+and ``A B₁₂`` cancels catastrophically (``‖F‖Δt = 40`` would lose ~17 digits). :func:`van_loan` therefore
+applies the block exponential to ``Δt/2^s`` with ``‖F‖Δt/2^s ≤ 1/2`` and doubles back up with the
+semigroup identities, which are exact and stable.
 """
 
 from __future__ import annotations
@@ -46,17 +47,39 @@ def drift_and_noise(M, C, K_eff, q):
     return F, LLt
 
 
+_MAX_DOUBLINGS = 40
+
+
 def van_loan(M, C, K_eff, q, dt):
-    """Exact ``(A, Q)`` from broadcast arrays (no validation; the building block used under jit)."""
+    """Exact ``(A, Q)`` from broadcast arrays (no validation; the building block used under jit).
+
+    Scaling and squaring keeps the block exponential well conditioned for long steps: Van Loan is applied
+    to ``h = Δt / 2^s`` with ``s`` chosen so that ``‖F‖ h ≤ 1/2``, then the semigroup identities
+    ``A(2h) = A(h)²`` and ``Q(2h) = A(h) Q(h) A(h)ᵀ + Q(h)`` are applied ``s`` times (a fixed-length,
+    differentiable loop; ``s`` is data dependent but capped at 40).
+    """
     M, C, K_eff, q, dt = jnp.broadcast_arrays(M, C, K_eff, q, dt)
     F, LLt = drift_and_noise(M, C, K_eff, q)
+    norm = jnp.max(jnp.sum(jnp.abs(F), axis=-2), axis=-1) * jnp.abs(dt)  # ‖F Δt‖₁
+    s = jnp.clip(jnp.ceil(jnp.log2(jnp.maximum(norm, 1e-30) / 0.5)), 0, _MAX_DOUBLINGS)
+    s = jnp.where(jnp.isfinite(s), s, 0.0)
+    h = dt / 2.0**s
     Ft = jnp.swapaxes(F, -1, -2)
     top = jnp.concatenate([-F, LLt], -1)
     bottom = jnp.concatenate([jnp.zeros_like(F), Ft], -1)
-    H = jnp.concatenate([top, bottom], -2) * dt[..., None, None]
+    H = jnp.concatenate([top, bottom], -2) * h[..., None, None]
     B = expm(H)
     A = jnp.swapaxes(B[..., 2:, 2:], -1, -2)
     Q = A @ B[..., :2, 2:]
+
+    def double(i, AQ):
+        A, Q = AQ
+        A2 = A @ A
+        Q2 = A @ Q @ jnp.swapaxes(A, -1, -2) + Q
+        go = (i < s)[..., None, None]
+        return jnp.where(go, A2, A), jnp.where(go, Q2, Q)
+
+    A, Q = jax.lax.fori_loop(0, _MAX_DOUBLINGS, double, (A, Q))
     Q = 0.5 * (Q + jnp.swapaxes(Q, -1, -2))
     return A, Q
 
