@@ -18,8 +18,10 @@ produce exactly one failure mode (or none), with several seeds and varied settin
 - ``advantage_degeneracy``: A-arm bandit whose prompts are all easy (every arm pays with probability
   >= 0.97) or all hard (<= 0.03): almost every group has zero reward variance.
 - ``reward_hacking``: A-arm bandit with three gameable proxy arms that pay 0.8 in training (the two
-  true arms pay 0.5) but score 0.1 or 0.5 on the eval target (``MultiArmConfig.eval_reward``; true arms
-  0.9); the proxies start unlikely, so eval first rises and then falls or stalls.
+  true arms pay 0.5) but score 0.1, 0.5 or 0.9 on the eval target (``MultiArmConfig.eval_reward``; true
+  arms 0.9); the proxies start unlikely, so eval first rises and then falls (0.1, 0.5) or stalls (0.9:
+  the train reward climbs from 0.5 to 0.8 while eval stays flat, the pattern of a saturated held-out
+  score).
 
 Eval rewards are subsampled every ``EVAL_EVERY`` steps with binomial noise of ``N_EVAL`` eval prompts
 (the bandit returns the exact expected eval reward at every step; real trainers evaluate rarely).
@@ -93,7 +95,7 @@ def make_specs(quick: bool) -> list[Spec]:
         specs.append(Spec("reward_hacking", "multi_arm", dict(
             kind="proxy", beta=float(rng.uniform(0.05, 0.2)), eta=float(rng.uniform(0.2, 0.5)),
             G=int(rng.choice([8, 16])), A=A, proxy_logit=float(rng.uniform(-3.0, -1.5)),
-            proxy_eval=float(rng.choice([0.1, 0.5]))), i))
+            proxy_eval=float(rng.choice([0.1, 0.5, 0.9]))), i))
     return specs
 
 
@@ -213,6 +215,15 @@ def main_statistic(result) -> float:
     return float("nan")
 
 
+def _gates_pass(result) -> bool:
+    """For the detectors that need every condition (hacking, concentration): all except the main one hold."""
+    if result.mode not in ("reward_hacking", "policy_concentration"):
+        return True
+    main = MAIN_STAT[result.mode]
+    return all(e.triggered for e in result.evidence
+               if e.op != "info" and e.role == "decisive" and not e.statistic.startswith(main))
+
+
 def confusion(labels: list[str], detected: list[tuple[str, ...]]) -> dict[str, Any]:
     """Counts[label][mode or 'none'], recall and false-positive rate per mode."""
     counts = {lab: {m: 0 for m in (*MODES, "none")} for lab in LABELS}
@@ -264,11 +275,16 @@ def plot_statistics(labels, results, cfg, path: pathlib.Path) -> None:
     fig, axes = plt.subplots(1, 4, figsize=(18, 4.2))
     for ax, m in zip(axes, MODES):
         for k, lab in enumerate(LABELS):
-            vals = [main_statistic(r[m]) for r, lb in zip(results, labels) if lb == lab]
-            vals = np.array([v for v in vals if np.isfinite(v)])
+            rs = [r[m] for r, lb in zip(results, labels) if lb == lab]
+            vals = np.array([main_statistic(r) for r in rs])
+            gated = np.array([_gates_pass(r) for r in rs], dtype=bool)
+            ok = np.isfinite(vals)
             jitter = np.random.default_rng(k).uniform(-0.2, 0.2, vals.size)
-            ax.plot(k + jitter, vals, "o", ms=3.5, alpha=0.7,
-                    color="tab:red" if lab == m else "tab:gray", label=None)
+            color = "tab:red" if lab == m else "tab:gray"
+            ax.plot((k + jitter)[ok & gated], vals[ok & gated], "o", ms=4, alpha=0.75, color=color,
+                    label="gates passed" if k == 0 else None)
+            ax.plot((k + jitter)[ok & ~gated], vals[ok & ~gated], "o", ms=4, mfc="none", alpha=0.75, color=color,
+                    label="a gate failed (cannot be detected)" if k == 0 else None)
         ax.axhline(thr[m], color="k", ls="--", lw=1, label=f"threshold {thr[m]:g}")
         if m in logy:
             ax.set_yscale("log")

@@ -1,0 +1,95 @@
+"""``grpojax diagnose`` through grpojax.cli.main: table, diagnosis.json, dashboard, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from grpojax.cli import main
+
+
+def _write_jsonl(path, n=120, seed=0, frac_zero=None):
+    rng = np.random.default_rng(seed)
+    t = np.arange(1, n + 1, dtype=float)
+    p = 0.8 - 0.5 * np.exp(-t / 25)
+    cols = {
+        "reward_mean": p + 0.03 * rng.standard_normal(n),
+        "reward_std": np.sqrt(p * (1 - p)),
+        "frac_zero_std": np.full(n, 0.05) if frac_zero is None else frac_zero,
+        "entropy": 0.6 - 0.1 * (1 - np.exp(-t / 40)),
+        "grad_norm": 0.4 + 0.02 * rng.standard_normal(n),
+    }
+    # grpojax's own JSONL: one {"step": N, <canonical name>: value} object per line
+    rows = [{"step": int(s), **{k: float(v[i]) for k, v in cols.items()}} for i, s in enumerate(t)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_diagnose_writes_json_and_dashboard(tmp_path, capsys):
+    log = _write_jsonl(tmp_path / "run.jsonl", frac_zero=np.linspace(0.1, 0.9, 120))
+    out = tmp_path / "diag"
+    assert main(["diagnose", str(log), "--out", str(out), "--no-validity"]) == 0
+    text = capsys.readouterr().out
+    for mode in ("reward hacking", "advantage", "policy", "dynamical", "verdict"):
+        assert mode in text
+    rep = json.loads((out / "diagnosis.json").read_text())
+    [run] = rep["runs"]
+    res = run["results"]
+    assert res["advantage_degeneracy"]["verdict"] == "detected"
+    assert res["reward_hacking"]["verdict"] == "insufficient_data"
+    assert "eval_reward" in res["reward_hacking"]["reason"]
+    assert res["policy_concentration"]["verdict"] == "not_detected"
+    assert run["dashboard"] == "dashboard.png"
+    png = (out / "dashboard.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+
+
+def test_threshold_override_from_the_command_line(tmp_path):
+    log = _write_jsonl(tmp_path / "run.jsonl", frac_zero=np.full(120, 0.6))
+    out = tmp_path / "d"
+    assert main(["diagnose", str(log), "--out", str(out), "--no-plot", "--no-validity"]) == 0
+    assert json.loads((out / "diagnosis.json").read_text())["runs"][0]["results"]["advantage_degeneracy"][
+        "verdict"] == "detected"
+    assert main(["diagnose", str(log), "--out", str(out), "--no-plot", "--no-validity",
+                 "--set", "frac_zero_std_late=0.7"]) == 0
+    rep = json.loads((out / "diagnosis.json").read_text())
+    assert rep["config"]["frac_zero_std_late"] == 0.7
+    assert rep["runs"][0]["results"]["advantage_degeneracy"]["verdict"] == "not_detected"
+
+
+@pytest.mark.parametrize("setup, needle", [
+    (lambda p: p.write_text(""), "empty"),
+    (lambda p: p.write_text('{"log_history": [{"step": 1, "reward": 0.'), ""),
+    (None, "no such file"),
+])
+def test_errors_are_one_line(tmp_path, capsys, setup, needle):
+    path = tmp_path / "bad.json"
+    if setup is not None:
+        setup(path)
+    rc = main(["diagnose", str(path), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    # one message (rich may wrap it at the console width: compare with whitespace normalised)
+    flat = " ".join(err.split())
+    assert flat.startswith("grpojax diagnose: error:") and flat.count("error:") == 1
+    assert "Traceback" not in err and needle in flat.lower()
+    assert "bad.json" in flat  # the message names the file
+
+
+def test_bad_set_option_is_one_line(tmp_path, capsys):
+    log = _write_jsonl(tmp_path / "run.jsonl")
+    assert main(["diagnose", str(log), "--out", str(tmp_path / "o"), "--set", "nonsense=1"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "unknown DiagnoseConfig field" in err and err.count("error:") == 1
+
+
+def test_real_log_end_to_end(real_logs, tmp_path):
+    out = tmp_path / "m"
+    assert main(["diagnose", str(real_logs / "trl-g4-minesweeper-trainer_state.json"), "--out", str(out)]) == 0
+    rep = json.loads((out / "diagnosis.json").read_text())
+    res = rep["runs"][0]["results"]
+    assert res["advantage_degeneracy"]["verdict"] == "detected"
+    assert res["mean_field_validity"]["verdict"] in ("valid", "violated", "insufficient_data")
+    assert (out / "dashboard.png").stat().st_size > 20_000
