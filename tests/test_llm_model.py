@@ -178,6 +178,8 @@ _SHARDED_SCRIPT = textwrap.dedent(
                            "ndev": len(k.sharding.device_set), "spec": str(k.sharding.spec),
                            "shard_shape": list(k.addressable_shards[0].data.shape)}
         if shape == (1, 2):  # sampling on the tensor-parallel mesh: same tokens, same log-probs
+            from grpojax.llm._sampler import _cache_sharding
+            out["cache_spec"] = str(tuple(_cache_sharding(nnx.split(model)[1], (4, 8, 2, 16)).spec))
             g = gen(model)
             out["gen_same_tokens"] = bool((np.asarray(g.completion) == np.asarray(g0.completion)).all())
             out["gen_lp_err"] = float(np.abs(np.asarray(g.logprobs) - np.asarray(g0.logprobs)).max())
@@ -196,6 +198,7 @@ def test_two_host_devices_sharded_equals_unsharded(name):
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.split("RESULT", 1)[1])
     assert out.pop("gen_same_tokens") and out.pop("gen_lp_err") < 1e-5
+    assert out.pop("cache_spec") == "('data', None, 'model', None)"  # batch over data, KV heads over model
     for shape, r in out.items():
         assert r["ndev"] == 2, r
         assert r["err"] < 1e-5, (shape, r)

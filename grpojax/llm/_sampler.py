@@ -23,8 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.sharding import NamedSharding
 
 from ._cache import init_cache
+from ._mesh import fit_spec
 from ._model import CausalLM, left_pad_positions
 
 __all__ = ["SampleOutput", "generate", "sequence_logprobs", "bucket_length", "filter_logits", "sample_logits"]
@@ -148,12 +150,15 @@ def sample_logits(logits, key, temperature, top_k, top_p, greedy, *, use_filter:
 
 
 def _generate_impl(graphdef, state, tokens, mask, key, temperature, top_k, top_p, greedy, eos, pad_id, *,
-                   max_new_tokens: int, use_filter: bool):
+                   max_new_tokens: int, use_filter: bool, cache_sharding=None):
     model = nnx.merge(graphdef, state)
     B, P = tokens.shape
     N = max_new_tokens
     positions = left_pad_positions(mask)
     cache = init_cache(model.config, B, P + N, dtype=model.dtype)
+    if cache_sharding is not None:  # batch over 'data', KV heads over 'model' (as the k/v projections)
+        wsc = lambda x: jax.lax.with_sharding_constraint(x, cache_sharding)  # noqa: E731
+        cache = cache._replace(k=tuple(map(wsc, cache.k)), v=tuple(map(wsc, cache.v)))
     logits, cache = model(tokens, positions, attention_mask=mask, cache=cache, last_only=True)
     key, sub = jax.random.split(key)
     tok, lp = sample_logits(logits[:, -1], sub, temperature, top_k, top_p, greedy, use_filter=use_filter)
@@ -188,7 +193,18 @@ def _generate_impl(graphdef, state, tokens, mask, key, temperature, top_k, top_p
     return out_tok, out_lp, out_mask
 
 
-_generate_jit = jax.jit(_generate_impl, static_argnames=("graphdef", "max_new_tokens", "use_filter"))
+_generate_jit = jax.jit(
+    _generate_impl, static_argnames=("graphdef", "max_new_tokens", "use_filter", "cache_sharding")
+)
+
+
+def _cache_sharding(state, shape) -> NamedSharding | None:
+    """Sharding of a ``(B, S, K, d)`` cache tensor when the parameters live on a multi-device mesh."""
+    for leaf in jax.tree.leaves(state):
+        sh = getattr(leaf, "sharding", None)
+        if isinstance(sh, NamedSharding) and sh.mesh.size > 1:
+            return NamedSharding(sh.mesh, fit_spec(shape, ("data", None, "model", None), sh.mesh))
+    return None
 
 
 def generate(
@@ -275,6 +291,9 @@ def generate(
         jnp.float32(temperature if not greedy else 1.0), jnp.int32(top_k), jnp.float32(top_p), jnp.bool_(greedy),
         jnp.asarray(eos_ids, jnp.int32), jnp.int32(pad_id),
         max_new_tokens=int(max_new_tokens), use_filter=use_filter,
+        cache_sharding=_cache_sharding(
+            state, (B, Pb + int(max_new_tokens), model.config.num_key_value_heads, model.config.head_dim)
+        ),
     )
     return SampleOutput(
         tokens=jnp.concatenate([prompt_tokens, comp], axis=1),
