@@ -42,3 +42,6 @@ __all__ += [
     "fit_bayes",
     "to_summary_dict",
 ]
+from grpojax.fit._forecast import Forecast, forecast_all_laws, forecast_bayes, forecast_law, split_prefix  # noqa: E402
+
+__all__ += ["Forecast", "forecast_all_laws", "forecast_bayes", "forecast_law", "split_prefix"]

@@ -167,6 +167,7 @@ def fit_bayes(
     target_accept_prob: float = 0.85,
     progress_bar: bool = False,
     band_points: int = 200,
+    band_steps=None,
     max_band_draws: int = 400,
 ) -> BayesFit:
     """Sample the posterior of ``model`` for one reward curve with NUTS.
@@ -185,6 +186,7 @@ def fit_bayes(
         target_accept_prob: NUTS target acceptance.
         progress_bar: numpyro's progress bar.
         band_points: grid size of the band.
+        band_steps: explicit increasing steps for the band (overrides ``band_points``/``forecast_to``).
         max_band_draws: posterior draws used for the band.
 
     Returns:
@@ -202,6 +204,7 @@ def fit_bayes(
         if int(v) != v or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
     curve = check_curve(steps, values, allow_missing=True)
+    grid = _band_grid(curve, forecast_to, band_points, band_steps)
     y = jnp.asarray(np.where(curve.mask, curve.yn, 0.0))
     mask = jnp.asarray(curve.mask)
     hp = {}
@@ -243,7 +246,7 @@ def fit_bayes(
     post = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
     runtime = time.perf_counter() - t_start
     divergences = int(np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"]).sum())
-    return _summarise(model, curve, post, divergences, runtime, hp, forecast_to, k_band, band_points, max_band_draws,
+    return _summarise(model, curve, post, divergences, runtime, hp, grid, k_band, max_band_draws,
                       dict(num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, chain_method=chain_method))
 
 
@@ -256,7 +259,17 @@ def _dynamics(model, post, curve, hp):
     return np.ones_like(om), 2.0 * post["zeta"] * om, om**2, curve.span
 
 
-def _summarise(model, curve, post, divergences, runtime, hp, forecast_to, key, band_points, max_band_draws, settings):
+def _band_grid(curve, forecast_to, band_points, band_steps):
+    if band_steps is not None:
+        g = np.asarray(band_steps, dtype=float)
+        if g.ndim != 1 or g.size == 0 or not np.all(np.isfinite(g)) or np.any(np.diff(g) <= 0) or g[0] < curve.t0:
+            raise ValueError(f"band_steps must be finite, strictly increasing and >= the first step {curve.t0:g}")
+        return g
+    end = max(float(curve.steps[-1]), float(forecast_to) if forecast_to is not None else -np.inf)
+    return np.linspace(curve.t0, end, int(band_points))
+
+
+def _summarise(model, curve, post, divergences, runtime, hp, grid, key, max_band_draws, settings):
     latent = list(post)
     c, s = curve.center, curve.scale
     M, C, K, tscale = _dynamics(model, post, curve, hp)
@@ -321,18 +334,16 @@ def _summarise(model, curve, post, divergences, runtime, hp, forecast_to, key, b
                     "regime are not identified (their posterior is close to the prior)")
     if not converged:
         warnings.warn(f"{model} NUTS fit did not converge: " + "; ".join(w for w in warn if "learning" not in w), ConvergenceWarning, stacklevel=3)
-    band = _band(model, curve, post, raw, M, C, K, tscale, hp, forecast_to, key, band_points, max_band_draws)
+    band = _band(model, curve, post, raw, M, C, K, tscale, hp, grid, key, max_band_draws)
     info = dict(curve=dict(t0=curve.t0, span=curve.span, center=curve.center, scale=curve.scale, n_obs=int(curve.mask.sum())),
                 hyperparams=hp, max_r_hat=rhat, min_ess_bulk=ess, latent=latent, **settings)
     return BayesFit(model, status, converged, warn, summary, divergences, p_regime, _quant(raw["p_star"]), gain, step95, band,
                     raw, runtime, info)
 
 
-def _band(model, curve, post, raw, M, C, K, tscale, hp, forecast_to, key, band_points, max_draws):
+def _band(model, curve, post, raw, M, C, K, tscale, hp, grid, key, max_draws):
     """Quantile bands of the mean curve and of new observations over the data (and a forecast)."""
     last = float(curve.steps[curve.mask][-1])
-    end = max(float(curve.steps[-1]), float(forecast_to) if forecast_to is not None else -np.inf)
-    grid = np.linspace(curve.t0, end, band_points)
     flat = {k: np.ravel(v) for k, v in raw.items()}
     n = flat["p0"].size
     idx = np.asarray(jax.random.choice(key, n, (min(n, max_draws),), replace=False))
@@ -344,13 +355,13 @@ def _band(model, curve, post, raw, M, C, K, tscale, hp, forecast_to, key, band_p
     z = np.asarray(jax.random.normal(jax.random.fold_in(key, 1), mean.shape))
     obs = mean + sig[:, None] * z
     fc = np.zeros(0)
-    if model != "three_phase" and end > last:
+    if model != "three_phase" and grid[-1] > last:
         fut = grid > last
         fc = grid[fut]
         fm, fv = _kalman_forecast_draws(model, curve, post, idx, M, C, K, tscale, hp, (fc - last) / tscale)
         s = curve.scale
         mean[:, fut] = curve.center + s * fm
-        obs[:, fut] = mean[:, fut] + s * np.sqrt(fv + (sig[:, None] / s) ** 2) * z[:, fut]
+        obs[:, fut] = mean[:, fut] + s * np.sqrt(np.maximum(fv, 0.0) + (sig[:, None] / s) ** 2) * z[:, fut]
     q = lambda a, p: np.quantile(a, p, axis=0)  # noqa: E731
     return {"steps": grid, "mean_q05": q(mean, 0.05), "mean_q50": q(mean, 0.5), "mean_q95": q(mean, 0.95),
             "obs_q05": q(obs, 0.05), "obs_q95": q(obs, 0.95), "forecast_from": last if fc.size else None}

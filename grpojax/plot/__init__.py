@@ -3,6 +3,7 @@
 from grpojax.plot._dynamics import predicted_trajectory_figure, threshold_comparison_figure
 from grpojax.plot._diagnose import diagnosis_dashboard, draw_panel
 from grpojax.plot._sde import sde_convergence_figure, sde_ensemble_figure
+from grpojax.plot._fit import fit_figure
 
 __all__ = [
     "predicted_trajectory_figure",
@@ -11,4 +12,5 @@ __all__ = [
     "draw_panel",
     "sde_convergence_figure",
     "sde_ensemble_figure",
+    "fit_figure",
 ]
