@@ -18,10 +18,10 @@ produce exactly one failure mode (or none), with several seeds and varied settin
 - ``advantage_degeneracy``: A-arm bandit whose prompts are all easy (every arm pays with probability
   >= 0.97) or all hard (<= 0.03): almost every group has zero reward variance.
 - ``reward_hacking``: A-arm bandit with three gameable proxy arms that pay 0.8 in training (the two
-  true arms pay 0.5) but score 0.1, 0.5 or 0.9 on the eval target (``MultiArmConfig.eval_reward``; true
-  arms 0.9); the proxies start unlikely, so eval first rises and then falls (0.1, 0.5) or stalls (0.9:
-  the train reward climbs from 0.5 to 0.8 while eval stays flat, the pattern of a saturated held-out
-  score).
+  true arms pay 0.5) but score 0.1 or 0.5 on the eval target (``MultiArmConfig.eval_reward``; true
+  arms 0.9); the proxies start unlikely, so eval first rises and then falls. (A pure "stall" variant,
+  proxies scoring 0.9 on eval, was tried and dropped: in this bandit the proxies take over while eval is
+  still creeping up, so eval never saturates before train does and the runs are not decoupled.)
 
 Eval rewards are subsampled every ``EVAL_EVERY`` steps with binomial noise of ``N_EVAL`` eval prompts
 (the bandit returns the exact expected eval reward at every step; real trainers evaluate rarely).
@@ -95,7 +95,7 @@ def make_specs(quick: bool) -> list[Spec]:
         specs.append(Spec("reward_hacking", "multi_arm", dict(
             kind="proxy", beta=float(rng.uniform(0.05, 0.2)), eta=float(rng.uniform(0.2, 0.5)),
             G=int(rng.choice([8, 16])), A=A, proxy_logit=float(rng.uniform(-3.0, -1.5)),
-            proxy_eval=float(rng.choice([0.1, 0.5, 0.9]))), i))
+            proxy_eval=float(rng.choice([0.1, 0.5]))), i))
     return specs
 
 
@@ -141,8 +141,9 @@ def _multi_arm_config(p: dict, rng: np.random.Generator):
         r[:, :2], ev[:, :2] = 0.5, 0.9
         r[:, 2:5], ev[:, 2:5] = 0.8, p["proxy_eval"]
         init[:, 2:5] = p["proxy_logit"]
+    beta = p["beta"]
     cfg = MultiArmConfig(eta=p["eta"], mu=0.0, k_ref=1, group_size=p["G"], reward_probs=r, eval_reward=ev,
-                         init_logits=init, beta=p["beta"], max_lag=8, max_group=16)
+                         init_logits=init, beta=beta, max_lag=8, max_group=16)
     return cfg, {}
 
 

@@ -70,6 +70,17 @@ def test_qwen_train_eval_is_checked_for_decoupling(real_diagnoses):
     assert res.verdict in ("detected", "not_detected")  # checked, with its eval rows
     ev_gain = _ev(res, "eval_reward", "eval gain")
     assert np.isfinite(ev_gain.value)
-    # the eval reward improves over the run (-0.49 -> -0.17), the train reward is flat in the late half
+    # the train reward (G = 2, very noisy) does not rise after eval saturates: no decoupling
     assert res.verdict == "not_detected"
-    assert not _ev(res, "reward_mean", "train slope t-statistic").triggered
+    tr = _ev(res, "reward_mean", "train gain z-score")
+    assert not tr.triggered and tr.value < 3
+
+
+def test_verl_train_keeps_rising_after_validation_saturates(real_diagnoses):
+    """The GPG run's validation score is flat from step ~15 while the train score climbs on: a stall."""
+    run, d = real_diagnoses["verl-qwen2-7b-math-gpg.log"]
+    res = d["reward_hacking"]
+    tr = _ev(res, "reward_mean", "train gain after eval saturated")
+    ev = _ev(res, "eval_reward", "eval gain after it saturated")
+    assert tr.value > 0.08 and abs(ev.value) < 0.03
+    assert res.verdict == "detected" and res.level in ("low", "medium")

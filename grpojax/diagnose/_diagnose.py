@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ from grpojax.diagnose._degeneracy import detect_advantage_degeneracy
 from grpojax.diagnose._hacking import detect_reward_hacking
 from grpojax.diagnose._instability import detect_dynamical_instability
 from grpojax.diagnose._series import as_run
-from grpojax.diagnose._types import Diagnosis
+from grpojax.diagnose._types import Diagnosis, make_evidence
 from grpojax.diagnose._validity import check_mean_field_validity
 
 
@@ -64,5 +65,15 @@ def diagnose(run: Any, *, config: DiagnoseConfig | None = None, fit: Any = None,
         "dynamical_instability": detect_dynamical_instability(r, cfg, p_unstable=p_unstable_from_fit(fit)),
     }
     if validity:
-        results["mean_field_validity"] = check_mean_field_validity(r, cfg)
+        val = check_mean_field_validity(r, cfg)
+        results["mean_field_validity"] = val
+        zeta = val.panel_data.get("params", {}).get("zeta") if val.verdict != "insufficient_data" else None
+        if zeta is not None and np.isfinite(zeta):
+            # the least-squares damping ratio of the reward curve: C <= 0 <=> zeta <= 0 (supporting only:
+            # a point estimate on a noisy curve; a posterior P(C <= 0) is decisive when given)
+            inst = results["dynamical_instability"]
+            s, _ = r.series("reward_mean")
+            e = make_evidence("reward_mean", s, "three-phase least-squares damping ratio zeta", float(zeta),
+                              0.0, "<=", kind="flag")._replace(role="supporting", score=0.0)
+            results["dynamical_instability"] = dataclasses.replace(inst, evidence=inst.evidence + (e,))
     return Diagnosis(r.name, results, cfg.to_dict())

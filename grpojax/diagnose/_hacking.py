@@ -1,9 +1,9 @@
 """Reward hacking: train reward and eval reward decouple.
 
 A reward that pays for a gameable proxy keeps rising in training while the held-out evaluation (which
-measures the real target) stalls or falls. The detector finds the eval peak (3-point moving average of
-the eval rewards, with at least ``hacking_end_fraction`` of the eval points after it) and compares what
-happened after it (:class:`~grpojax.diagnose.DiagnoseConfig`):
+measures the real target) stalls or falls. The detector finds where eval saturated -- the first point
+of the 3-point moving average of the eval rewards within 2 standard errors of its maximum, with at
+least ``hacking_end_fraction`` of the eval points after it -- and compares what happened after it (:class:`~grpojax.diagnose.DiagnoseConfig`):
 
 - train gain = mean train reward over the steps of the last eval points minus the mean over the steps of
   the peak; eval gain = mean of the last eval points minus the (smoothed) peak;
@@ -53,7 +53,12 @@ def detect_reward_hacking(run: Run, cfg: DiagnoseConfig) -> ModeResult:
     n_ev = re.size
     m = max(2, int(round(cfg.hacking_end_fraction * n_ev)))
     smooth_e = moving_average(re, 3) if n_ev >= 6 else re
-    k = int(np.argmax(smooth_e[: n_ev - m]))  # eval peak, with at least m eval points after it
+    # eval saturation: the first (smoothed) eval point within 2 standard errors of the eval maximum, with
+    # at least m eval points after it (on a flat plateau the argmax itself is wherever the noise put it)
+    var_e0 = float(np.var(np.diff(re)) / 2) if n_ev > 2 else 0.0
+    se_smooth = np.sqrt(var_e0 / (3 if n_ev >= 6 else 1))
+    head = smooth_e[: n_ev - m]
+    k = int(np.nonzero(head >= head.max() - 2 * se_smooth)[0][0])
     t_peak = float(se[k])
     half = 1 if n_ev >= 6 else 0
     peak_lo, peak_hi = float(se[max(k - half, 0)]), float(se[min(k + half, n_ev - 1)])
@@ -75,8 +80,8 @@ def detect_reward_hacking(run: Run, cfg: DiagnoseConfig) -> ModeResult:
     se_t = np.sqrt(var_t / in_peak.sum() + var_t / in_end.sum())
     se_e = np.sqrt(var_e / n_peak + var_e / m)
     smooth_t = moving_average(rt, max(1, rt.size // 20))
-    head = max(3, rt.size // 50)
-    overall = abs(float(np.mean(rt[-max(3, rt.size // 10):]) - np.mean(rt[:head])))
+    n_head = max(3, rt.size // 50)
+    overall = abs(float(np.mean(rt[-max(3, rt.size // 10):]) - np.mean(rt[:n_head])))
     scale = max(float(np.ptp(smooth_t)), overall, 1e-12)
     decoupling = (d_tr - d_ev) / scale
     z_gap = _z(d_tr - d_ev, np.hypot(se_t, se_e))
@@ -84,13 +89,13 @@ def detect_reward_hacking(run: Run, cfg: DiagnoseConfig) -> ModeResult:
     seg = np.array([t_peak, float(max(st[-1], se[-1]))])
     ev = [
         make_evidence("reward_mean,eval_reward", seg,
-                      "decoupling after the eval peak ((train gain - eval gain) / train range)",
+                      "decoupling after eval saturated ((train gain - eval gain) / train range)",
                       decoupling, cfg.decoupling, ">=", kind="fraction"),
         make_evidence("reward_mean,eval_reward", seg, "gap z-score", z_gap, cfg.decoupling_z, ">=", kind="gate"),
         make_evidence("reward_mean", seg, "train gain z-score (still rising)", z_tr, cfg.decoupling_z, ">=",
                       kind="gate"),
-        make_evidence("reward_mean", seg, "train gain after the eval peak", d_tr),
-        make_evidence("eval_reward", seg, "eval gain after its peak", d_ev),
+        make_evidence("reward_mean", seg, "train gain after eval saturated", d_tr),
+        make_evidence("eval_reward", seg, "eval gain after it saturated", d_ev),
         make_evidence("reward_mean", st, "train range (max of smoothed max - min, |late - initial mean|)", scale),
     ]
     # different saturation rates and co-movement (information only)

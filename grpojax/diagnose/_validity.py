@@ -3,8 +3,8 @@
 The oscillator reduces training to one scalar, the expected reward. That is exact for the two-arm
 bandit and an approximation elsewhere (a mixture of prompts with different stiffness relaxes as a sum of
 modes, not one). The check fits the three-phase law R(t) = R_inf - (R_inf - R_0) phi(t; omega0, zeta)
-(:class:`grpojax.dynamics.ThreePhase`; through ``grpojax.fit.fit_law`` when that package is present,
-else a SciPy least-squares fit of the same law) and reports:
+(:class:`grpojax.dynamics.ThreePhase`, SciPy least squares; ``grpojax.fit.fit_law`` on request, see
+:func:`fit_three_phase`) and reports:
 
 - ``R^2`` on the raw curve, after a ``validity_smooth``-point moving average (verdict: ``>=
   validity_r2_min``), and the noise ceiling ``1 - var_noise / var(y)`` with ``var_noise`` estimated from
@@ -20,8 +20,6 @@ ratio test, nothing to fit).
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from grpojax.diagnose._config import DiagnoseConfig
@@ -36,48 +34,22 @@ def _r2(y: np.ndarray, yhat: np.ndarray) -> float:
     return float("nan") if ss == 0 else 1.0 - float(np.sum((y - yhat) ** 2)) / ss
 
 
-def fit_three_phase(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, dict]:
+def fit_three_phase(t: np.ndarray, y: np.ndarray, *, use_fit_law: bool = False) -> tuple[np.ndarray, dict]:
     """Least-squares fit of the three-phase law; returns ``(fitted curve, params)``.
 
-    Uses ``grpojax.fit.fit_law(t, y, law="three_phase")`` when importable, else SciPy
-    ``least_squares`` on :class:`grpojax.dynamics.ThreePhase` (multi-start over zeta).
+    By default a SciPy ``least_squares`` fit of :class:`grpojax.dynamics.ThreePhase` (analytic
+    Jacobian through ``jax.jacfwd``, four starts). ``use_fit_law=True`` uses
+    ``grpojax.fit.fit_law(t, y, law="three_phase")`` instead (same law, Levenberg-Marquardt); it is
+    not the default because it compiles once per curve length (40-75 s each on the shared 2-core
+    machine), too slow for a command-line report.
     """
-    try:
+    if use_fit_law:
         from grpojax.fit import fit_law  # noqa: PLC0415
-    except ImportError:
-        fit_law = None
-    if fit_law is not None:
-        try:
-            res = fit_law(t, y, law="three_phase")
-            params = {k: float(np.asarray(v)) for k, v in _params_of(res).items()}
-            curve = np.asarray(_curve_of(res, t), dtype=float)
-            if curve.shape == y.shape and np.all(np.isfinite(curve)):
-                return curve, params
-        except Exception as exc:  # noqa: BLE001 -- fall back to the local fit, but say so
-            warnings.warn(f"grpojax.fit.fit_law failed ({exc}); using the SciPy fallback", stacklevel=2)
+
+        res = fit_law(t, y, law="three_phase")
+        params = {k: float(np.asarray(v)) for k, v in res.fitted_params.items()}
+        return np.asarray(res.predict(t), dtype=float), params
     return _scipy_fit(t, y)
-
-
-def _params_of(res) -> dict:
-    p = getattr(res, "params", {})
-    if isinstance(p, dict):
-        return p
-    names = getattr(p, "param_names", ())
-    return {n: getattr(p, n) for n in names}
-
-
-def _curve_of(res, t):
-    for attr in ("predict", "__call__"):
-        f = getattr(res, attr, None)
-        if callable(f) and attr != "__call__":
-            return f(t)
-    law = getattr(res, "law", None)
-    if callable(law):
-        return law(t)
-    p = getattr(res, "params", None)
-    if callable(p):
-        return p(t)
-    raise TypeError("cannot evaluate the fitted law")
 
 
 _JITTED: dict = {}
@@ -129,7 +101,7 @@ def _scipy_fit(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, dict]:
     return curve, {"r0": theta[0], "r_inf": theta[1], "omega0": float(np.exp(theta[2])), "zeta": theta[3]}
 
 
-def check_mean_field_validity(run: Run, cfg: DiagnoseConfig) -> ModeResult:
+def check_mean_field_validity(run: Run, cfg: DiagnoseConfig, *, use_fit_law: bool = False) -> ModeResult:
     """Mean-field validity check on ``reward_mean`` (see the module docstring)."""
     need = max(2 * cfg.validity_smooth, 20)
     if run.count("reward_mean") < need:
@@ -151,7 +123,7 @@ def check_mean_field_validity(run: Run, cfg: DiagnoseConfig) -> ModeResult:
                                  f"R^2 {ceiling:.2f} < {need_signal:.2f})",
                           panel_data={"reward_mean": (s, y)})
     t = s - s[0]
-    curve, params = fit_three_phase(t, y)
+    curve, params = fit_three_phase(t, y, use_fit_law=use_fit_law)
     r2_raw = _r2(y, curve)
     r2_smooth = _r2(smooth, moving_average(curve, cfg.validity_smooth))
     rho = lag1_autocorr(y - curve)
