@@ -386,11 +386,16 @@ def main(argv: list[str] | None = None) -> int:
                 "info": r["_info"], "detected": list(d.detected), "n_steps": int(r["step"].size),
                 "detected_full_log": list(full_detected[i]) if i in full_detected else None,
                 "statistics": {m: main_statistic(d[m]) for m in MODES},
+                "gates_passed": {m: _gates_pass(d[m]) for m in MODES},
                 "verdicts": {m: d[m].verdict for m in MODES}} for i, (s, r, d) in enumerate(zip(specs, runs, results))]
     full_counts = {m: sum(m in v for v in full_detected.values()) for m in MODES}
     # per label, the range of each main statistic (the numbers that justify the thresholds)
     ranges = {m: {lab: _range([p["statistics"][m] for p in per_run if p["label"] == lab]) for lab in LABELS}
               for m in MODES}
+    # the same restricted to runs whose other conditions (gates) hold: what the threshold must separate
+    gated_ranges = {m: {lab: _range([p["statistics"][m] for p in per_run
+                                     if p["label"] == lab and p["gates_passed"][m]]) for lab in LABELS}
+                    for m in MODES}
     worst_recall = min(conf["recall"].values())
     worst_fpr = max(conf["false_positive_rate"].values())
     claims = [
@@ -411,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {"experiment": "failure_benchmark", "quick": bool(args.quick), "claims": claims,
                "figures": ["confusion_matrix.png", "statistics.png", "examples.png"],
                "num_steps": steps, "n_runs": len(specs), "confusion": conf, "statistic_ranges": ranges,
+               "statistic_ranges_gates_passed": gated_ranges,
                "thresholds": DEFAULT_CONFIG.to_dict(), "real_logs": real, "runs": per_run,
                "instability_full_logs": {"n": len(full_detected), "detected_counts": full_counts},
                "seconds": {"simulate": round(t_sim, 1), "total": round(time.time() - t0, 1)}}

@@ -93,3 +93,15 @@ def test_real_log_end_to_end(real_logs, tmp_path):
     assert res["advantage_degeneracy"]["verdict"] == "detected"
     assert res["mean_field_validity"]["verdict"] in ("valid", "violated", "insufficient_data")
     assert (out / "dashboard.png").stat().st_size > 20_000
+
+
+@pytest.mark.slow
+def test_bayes_fit_feeds_the_instability_detector(tmp_path):
+    log = _write_jsonl(tmp_path / "run.jsonl")
+    out = tmp_path / "b"
+    assert main(["diagnose", str(log), "--out", str(out), "--no-plot", "--no-validity", "--bayes", "three_phase",
+                 "--bayes-samples", "150"]) == 0
+    res = json.loads((out / "diagnosis.json").read_text())["runs"][0]["results"]["dynamical_instability"]
+    post = [e for e in res["evidence"] if e["statistic"] == "posterior P(C <= 0)"]
+    assert post and 0.0 <= post[0]["value"] <= 0.2  # a saturating curve: C > 0 with high probability
+    assert res["verdict"] == "not_detected"

@@ -20,6 +20,7 @@ missing answers insufficient_data and says which.
 Example:
   grpojax diagnose outputs/checkpoint-500/trainer_state.json --out out/diag
   grpojax diagnose run.log --set entropy_ratio=0.1 --set frac_zero_std_late=0.6
+  grpojax diagnose run.log --bayes state_space     # posterior P(C <= 0) for the instability check
 """
 
 
@@ -34,6 +35,11 @@ def register(subparsers) -> None:
                    help="override a DiagnoseConfig threshold (repeatable)")
     p.add_argument("--no-plot", action="store_true", help="skip the dashboard PNG")
     p.add_argument("--no-validity", action="store_true", help="skip the mean-field validity fit")
+    p.add_argument("--bayes", choices=("three_phase", "state_space"), default=None,
+                   help="also fit this grpojax.fit NUTS model to the reward curve; its posterior P(C <= 0) "
+                        "feeds the instability detector (slow: minutes on a CPU)")
+    p.add_argument("--bayes-samples", type=int, default=300, help="NUTS warmup = samples per chain (default 300)")
+    p.add_argument("--seed", type=int, default=0, help="PRNG seed of the NUTS fit")
     p.set_defaults(func=run)
 
 
@@ -78,6 +84,24 @@ def _table(diagnosis):
     return t
 
 
+def _bayes_fit(r, args):
+    """NUTS fit of the reward curve (grpojax.fit.fit_bayes); its p_regime feeds the instability detector."""
+    import jax  # noqa: PLC0415
+
+    from grpojax.fit import fit_bayes  # noqa: PLC0415
+
+    s, y = r.series("reward_mean")
+    n = int(args.bayes_samples)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_bayes(s, y, model=args.bayes, key=jax.random.key(args.seed), num_warmup=n, num_samples=n,
+                        num_chains=2)
+    console.print(f"{r.name}: NUTS {args.bayes} fit, P(regime) = "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in fit.p_regime.items())
+                  + ("" if fit.converged else " (not converged: " + "; ".join(fit.warnings)[:200] + ")"))
+    return fit
+
+
 def run(args) -> int:
     from grpojax.diagnose import diagnose  # noqa: PLC0415
     from grpojax.logs import read_log  # noqa: PLC0415
@@ -95,7 +119,8 @@ def run(args) -> int:
     out = out_dir(args.out)
     reports = []
     for r in runs:
-        d = diagnose(r, config=cfg, validity=not args.no_validity)
+        fit = _bayes_fit(r, args) if args.bayes else None
+        d = diagnose(r, config=cfg, validity=not args.no_validity, fit=fit)
         console.print(_table(d))
         rep = {"source": str(getattr(r, "source", args.log)), "format": getattr(r, "format", None),
                **d.to_dict()}

@@ -77,8 +77,11 @@ class DiagnoseConfig:
         p_unstable: instability when a Bayesian fit's P(C <= 0) >= this.
         hacking_end_fraction: fraction of the eval points (at least 2) averaged as "the end".
         min_eval_points: fewest eval points overall for the hacking detector.
-        decoupling: reward hacking when (train gain - eval gain) / train range >= this ...
-        decoupling_z: ... and the slope difference z-score >= this.
+        decoupling: reward hacking when, after eval saturated, (train gain - eval gain) / train range
+            >= this ...
+        decoupling_z: ... and the gap and the train gain z-scores >= this.
+        decoupling_min_range_sd: the train range used to normalise is at least this many per-step
+            noise standard deviations.
         validity_r2_min: mean field valid only if smoothed R^2 of the oscillator law >= this ...
         validity_excess_max: ... and residual variance / noise variance <= this.
         validity_min_signal: insufficient_data when the noise ceiling (1 - noise var / total var) is
@@ -95,7 +98,7 @@ class DiagnoseConfig:
     zero_grad_fraction: float = 0.25
     zero_grad_rel_tol: float = 1e-6
     # policy concentration
-    entropy_ratio: float = 0.2
+    entropy_ratio: float = 0.12
     reward_rise_t: float = 2.0
     reward_done_at_entropy_half: float = 0.9
     # dynamical instability
@@ -112,6 +115,7 @@ class DiagnoseConfig:
     min_eval_points: int = 4
     decoupling: float = 0.2
     decoupling_z: float = 3.0
+    decoupling_min_range_sd: float = 5.0
     # mean-field validity
     validity_r2_min: float = 0.8
     validity_excess_max: float = 2.0

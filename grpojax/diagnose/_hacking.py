@@ -9,7 +9,9 @@ least ``hacking_end_fraction`` of the eval points after it -- and compares what 
   the peak; eval gain = mean of the last eval points minus the (smoothed) peak;
 - ``decoupling = (train gain - eval gain) / train range >= decoupling`` (train range = the larger of max - min
   of the train curve smoothed over 5 % of its points and |mean of the last 10 % - mean of the first
-  2 %|, so that a fast initial rise counts; severity = decoupling, clipped to 1);
+  2 %| -- so that a fast initial rise counts -- floored at ``decoupling_min_range_sd`` per-step noise
+  standard deviations, so that a flat, noisy train curve cannot produce a large ratio; severity =
+  decoupling, clipped to 1);
 - gates: ``(train gain - eval gain)`` and ``train gain`` both significant at ``decoupling_z`` standard
   errors (noise variances from first differences of each curve, so a slow trend does not inflate them).
 
@@ -82,7 +84,7 @@ def detect_reward_hacking(run: Run, cfg: DiagnoseConfig) -> ModeResult:
     smooth_t = moving_average(rt, max(1, rt.size // 20))
     n_head = max(3, rt.size // 50)
     overall = abs(float(np.mean(rt[-max(3, rt.size // 10):]) - np.mean(rt[:n_head])))
-    scale = max(float(np.ptp(smooth_t)), overall, 1e-12)
+    scale = max(float(np.ptp(smooth_t)), overall, cfg.decoupling_min_range_sd * np.sqrt(var_t), 1e-12)
     decoupling = (d_tr - d_ev) / scale
     z_gap = _z(d_tr - d_ev, np.hypot(se_t, se_e))
     z_tr = _z(d_tr, se_t)
@@ -96,7 +98,7 @@ def detect_reward_hacking(run: Run, cfg: DiagnoseConfig) -> ModeResult:
                       kind="gate"),
         make_evidence("reward_mean", seg, "train gain after eval saturated", d_tr),
         make_evidence("eval_reward", seg, "eval gain after it saturated", d_ev),
-        make_evidence("reward_mean", st, "train range (max of smoothed max - min, |late - initial mean|)", scale),
+        make_evidence("reward_mean", st, "train range (max of smoothed max - min, |late - initial mean|, k noise sd)", scale),
     ]
     # different saturation rates and co-movement (information only)
     ev.append(make_evidence("reward_mean", st, "step reaching 90% of rise (smoothed)",
