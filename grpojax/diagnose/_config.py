@@ -4,43 +4,42 @@ Override any field with ``dataclasses.replace(DEFAULT_CONFIG, field=value)`` or
 ``DiagnoseConfig(field=value)``; ``grpojax diagnose --set field=value`` does the same from the
 command line.
 
-How the defaults were chosen (``experiments/failure_benchmark.py``, labelled bandit runs, see its
-``summary.json`` for the per-run statistics): for each statistic the benchmark records its value on
-every labelled run; a threshold is placed between the largest value over the runs *not* labelled
-with that mode and the smallest over the runs labelled with it, on the log scale for ratios. The
-margins quoted below are those measured distributions (quick benchmark, 5 seeds x varied settings
-per label).
+How the defaults were chosen (``experiments/failure_benchmark.py --quick``: 60 labelled softmax-bandit
+runs, 10 per failure mode and 20 healthy, every run with its own settings; its ``summary.json`` keeps
+every run's statistics). For each detector the benchmark records its main statistic on every run. The
+threshold sits in the gap between the runs labelled with the mode and the runs not labelled with it
+whose other conditions (gates) hold, at the geometric mid-point of the gap unless a rounder value in the
+gap reads better. Measured gaps (quick benchmark, 2026-11-29):
 
-- ``edge_fraction = 0.1``: "early" and "late" windows are the first and last 10 % of a metric's
-  points (at least ``min_window_points``). Long enough to average the per-step sampling noise of a
-  G = 4..16 group, short enough that the late window sits after the transient of every healthy run.
-- Advantage degeneracy. ``frac_zero_std_late >= 0.5``: at least half the groups give 0/0 advantages
-  (no gradient signal) late in training. All-easy / all-hard bandit runs sit at 0.9-1.0; healthy
-  controls (p* = 0.5..0.8, G >= 8) at <= 0.2 (for G = 8 and p = 0.8 the exact value is
-  0.8^8 + 0.2^8 = 0.17). ``reward_std_collapse_ratio <= 0.1``: late median reward_std / largest
-  windowed median. ``zero_grad_fraction >= 0.25``: fraction of late steps whose grad norm is below
-  ``zero_grad_rel_tol`` times the run's median positive grad norm (or exactly 0).
-- Policy concentration. ``entropy_ratio <= 0.2``: late median entropy / initial median entropy. A
-  beta = 0 bandit driven to a single arm ends at < 0.05; healthy runs with a KL anchor keep
-  entropy at its fixed-point value (ratio > 0.4). ``reward_rise_t >= 2``: the reward must still
-  rise (least-squares slope t-statistic) over the part of the run after entropy fell below half its
-  initial value; otherwise entropy loss at a reward plateau is ordinary convergence.
-- Dynamical instability. ``oscillation_growth >= 2.5``: std of the detrended reward in the late
-  window / in the early window (detrended with a centred moving average over
-  ``detrend_fraction`` of the run). Healthy and other failure runs: <= 1.6; lag past the exact
-  threshold: >= 4 (the limit cycle grows out of the noise floor). ``grad_norm_growth >= 10`` and
-  ``is_ratio_max_late >= 10``: gradient norm or importance ratio growing by an order of magnitude
-  is divergence, not noise. ``p_unstable >= 0.9``: posterior probability of C <= 0 from a
-  Bayesian fit when one is given.
-- Reward hacking. On the late ``hacking_late_fraction`` of the run, ``decoupling >= 0.2``: train
-  reward gain minus eval reward gain, in units of the train reward's 5-95 % range, and the
-  difference of the two slopes must be significant (``decoupling_z >= 3``). A proxy arm paid in
-  training drives decoupling to 0.5-1.5 (eval falls while train rises); healthy controls stay
-  within +-0.1.
-- Mean-field validity. ``validity_r2_min = 0.8`` (R^2 of the three-phase oscillator law on the
-  reward curve after a moving average of ``validity_smooth`` points) and
-  ``validity_rho_max = 0.5`` (lag-1 autocorrelation of the raw residuals: above it more than half of
-  the residual variance is systematic misfit rather than sampling noise).
+- Advantage degeneracy, ``frac_zero_std_late = 0.5`` (late mean of frac_zero_std): labelled
+  0.70-0.95, others <= 0.16 (G = 8, p = 0.8 gives 0.8^8 + 0.2^8 = 0.17 exactly). 0.5 reads "half of
+  the groups carry no signal". ``reward_std_collapse_ratio = 0.1`` (late median reward_std over the
+  largest windowed median) is the same criterion for logs without frac_zero_std. Exactly-zero grad
+  norms (``zero_grad_fraction = 0.25`` of the second half, ``zero_grad_rel_tol = 1e-6`` of the median)
+  are *supporting* evidence when a variance column exists: a saturated softmax (beta = 0
+  concentration) also gives exact zeros in float32, so they cannot decide the verdict on their own.
+- Policy concentration, ``entropy_ratio = 0.12`` (late median / initial median entropy): labelled
+  0.014-0.064, others >= 0.21 (mid-point 0.116). Gates: the reward rises (``reward_rise_t = 2``
+  z-score) and at most ``reward_done_at_entropy_half = 0.9`` of the rise is done when the entropy
+  has lost half of its drop.
+- Dynamical instability, ``oscillation_growth = 4.5`` (largest block std of the detrended reward over
+  the first block's): labelled 9.5-19, others <= 2.14 (mid-point 4.5); significance gate
+  ``oscillation_alpha = 0.01`` (Bonferroni-corrected F-test) protects short real logs (50-250 points)
+  whose block stds are noisy. ``grad_norm_growth = 10`` and ``is_ratio_max_late = 10`` (an order of
+  magnitude) and ``p_unstable = 0.9`` are not exercised by the bandit benchmark (the bandit's
+  gradient and ratios stay bounded up to the escape) and are conventional choices.
+- Reward hacking, ``decoupling = 0.45`` ((train gain - eval gain) after eval saturated, over the train
+  range): labelled 1.1-2.2; the only other run whose significance gates (``decoupling_z = 3``) held
+  had 0.18 (mid-point 0.45). ``decoupling_min_range_sd = 5`` keeps flat, noisy train curves from
+  producing large ratios (one all-easy run reached 0.63 without it).
+- Windows: ``edge_fraction = 0.1`` (late windows are the last 10 % of a metric's points),
+  ``oscillation_block_fraction = 0.05`` with ``oscillation_min_block = 8`` points, ``detrend_fraction =
+  0.1``.
+- Mean-field validity (not a failure mode, not in the confusion matrix): ``validity_r2_min = 0.8``
+  (smoothed R^2 of the three-phase law; DESIGN.md §2 reports 0.8-0.9 after a 10-point average on the
+  noisy TRL runs) and ``validity_excess_max = 2`` (residual variance over the first-difference noise
+  variance: a law that misses a slow component leaves residuals well above the noise; the verl run
+  gives 3.3, the TRL runs 0.9).
 """
 
 from __future__ import annotations
@@ -102,7 +101,7 @@ class DiagnoseConfig:
     reward_rise_t: float = 2.0
     reward_done_at_entropy_half: float = 0.9
     # dynamical instability
-    oscillation_growth: float = 3.0
+    oscillation_growth: float = 4.5
     oscillation_block_fraction: float = 0.05
     oscillation_min_block: int = 8
     oscillation_alpha: float = 0.01
@@ -113,7 +112,7 @@ class DiagnoseConfig:
     # reward hacking
     hacking_end_fraction: float = 0.2
     min_eval_points: int = 4
-    decoupling: float = 0.2
+    decoupling: float = 0.45
     decoupling_z: float = 3.0
     decoupling_min_range_sd: float = 5.0
     # mean-field validity

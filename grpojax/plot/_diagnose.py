@@ -63,8 +63,8 @@ def draw_panel(result, ax) -> None:
         ax.plot(s, r, color="tab:blue", alpha=0.3, lw=0.8, label="train reward (measured)")
         ax.plot(*d["reward_smooth"], color="tab:blue", lw=1.5, label="train reward (smoothed)")
         ax.plot(*d["eval_reward"], "o", color="tab:green", ms=4, label="eval reward (measured)")
-        ax.plot(*d["train_line"], "--", color="tab:blue", lw=1.2, label="late train trend")
-        ax.plot(*d["eval_line"], "--", color="tab:green", lw=1.2, label="late eval trend")
+        ax.plot(*d["train_line"], "--", color="tab:blue", lw=1.2, label="train: eval saturation -> end")
+        ax.plot(*d["eval_line"], "--", color="tab:green", lw=1.2, label="eval: saturation -> end")
         ax.set_ylabel("reward")
     elif mode == "advantage_degeneracy":
         if "frac_zero_std" in d:
