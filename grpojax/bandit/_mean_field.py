@@ -16,6 +16,7 @@ uses no simulation.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import jax
@@ -40,11 +41,50 @@ def _logit(p):
     return jnp.log(p) - jnp.log1p(-p)
 
 
+_LN_2PI = 1.8378770664093453
+
+
+def _stirlerr(n: Array) -> Array:
+    """log(n!) − [(n + ½) log n − n + ½ log 2π] (Stirling remainder), accurate in float32 for all n ≥ 1."""
+    small = n < 16.0
+    ns = jnp.where(small, jnp.maximum(n, 1.0), 16.0)
+    direct = jax.lax.lgamma(ns + 1.0) - (ns + 0.5) * jnp.log(ns) + ns - 0.5 * _LN_2PI
+    nl = jnp.where(small, 16.0, n)
+    n2 = 1.0 / (nl * nl)
+    series = (1.0 / 12.0 - n2 * (1.0 / 360.0 - n2 * (1.0 / 1260.0 - n2 / 1680.0))) / nl
+    return jnp.where(small, direct, series)
+
+
+def _bd0(x: Array, m: Array) -> Array:
+    """Deviance x log(x/m) + m − x ≥ 0 without cancellation (x, m > 0)."""
+    r = (x - m) / (x + m)
+    near = jnp.abs(r) < 0.1
+    # x log(x/m) + m − x = (x − m) r + 2 x Σ_{j≥1} r^{2j+1}/(2j+1)   (|r| small)
+    r2 = r * r
+    series = (x - m) * r + 2.0 * x * r * r2 * (1.0 / 3.0 + r2 * (1.0 / 5.0 + r2 * (1.0 / 7.0 + r2 * (1.0 / 9.0 + r2 / 11.0))))
+    direct = x * jnp.log(jnp.where(near, 1.0, x / m)) + m - x
+    return jnp.where(near, series, direct)
+
+
 def _pmf(G: Array, pb: Array, max_group: int) -> tuple[Array, Array]:
-    k = jnp.arange(max_group + 1, dtype=pb.dtype)
-    logc = jax.lax.lgamma(G + 1.0) - jax.lax.lgamma(k + 1.0) - jax.lax.lgamma(jnp.maximum(G - k, 0.0) + 1.0)
-    lp = jnp.where(k <= G, logc + xlogy(k, pb) + xlog1py(jnp.maximum(G - k, 0.0), -pb), -jnp.inf)
-    # normalising removes the O(eps·lgamma(G)) rounding of the coefficients in float32 (large G)
+    """(k, Binomial(G, p_b) pmf) over a window of k holding ≥ 24 standard deviations (all of 0..G when G is
+    small; the rest is below float precision), by Loader's saddle-point form (stable for G up to ~1e7
+    in float32; the naive lgamma difference loses all digits there), normalised to sum to 1."""
+    half = int(math.ceil(12.0 * math.sqrt(max_group))) + 10  # ≥ 24 standard deviations each side
+    width = min(max_group + 1, 2 * half + 1)
+    k_lo = jnp.clip(jnp.floor(G * jax.lax.stop_gradient(pb)) - half, 0.0, jnp.maximum(G + 1.0 - width, 0.0))
+    k = k_lo + jnp.arange(width, dtype=pb.dtype)
+    q = 1.0 - pb
+    inner = (k > 0) & (k < G)
+    ki = jnp.where(inner, k, 1.0)
+    gk = jnp.where(inner, G - k, 1.0)
+    pbs = jnp.clip(pb, 1e-30, 1.0)
+    qs = jnp.clip(q, 1e-30, 1.0)
+    lp_inner = (_stirlerr(G) - _stirlerr(ki) - _stirlerr(gk) - _bd0(ki, G * pbs) - _bd0(gk, G * qs)
+                + 0.5 * (jnp.log(G) - _LN_2PI - jnp.log(ki) - jnp.log(gk)))
+    lp = jnp.where(inner, lp_inner, jnp.where(k == 0, xlog1py(G, -pb), xlogy(G, pb)))
+    lp = jnp.where(inner & ((pb <= 0) | (q <= 0)), -jnp.inf, lp)
+    lp = jnp.where(k <= G, lp, -jnp.inf)
     return k, jax.nn.softmax(lp)
 
 

@@ -17,10 +17,10 @@ from grpojax.bandit import ADVANTAGES, GRADIENTS, LAGS, BanditConfig
 
 __all__ = ["Grid", "make_grid", "NUMERIC_KNOBS", "MODE_KNOBS"]
 
-NUMERIC_KNOBS = ("eta", "eta_rel", "mu", "k_ref", "group_size", "beta", "p_ref", "p_init", "p_star", "k_instant",
+NUMERIC_KNOBS = ("eta", "eta_rel", "eta_rel_osc", "mu", "k_ref", "group_size", "beta", "p_ref", "p_init", "p_star", "k_instant",
                  "clip_eps", "adv_eps", "replica")
 """Sweepable numeric knobs. ``eta_rel`` sets η = eta_rel · η*_exact (the exact discrete threshold of that
-row); ``p_star`` calibrates the KL anchor so that the plateau is p* (``k_instant`` optionally fixes K_0);
+row), ``eta_rel_osc`` sets η = eta_rel_osc · η_osc (the exact overdamped → oscillatory boundary); ``p_star`` calibrates the KL anchor so that the plateau is p* (``k_instant`` optionally fixes K_0);
 ``replica`` is a label only (independent Monte Carlo copies of otherwise equal rows)."""
 
 MODE_KNOBS = {"lag": LAGS, "advantage": ADVANTAGES, "gradient": GRADIENTS}
@@ -71,8 +71,9 @@ def make_grid(**axes: Any) -> Grid:
     unknown = sorted(set(axes) - set(NUMERIC_KNOBS) - set(MODE_KNOBS))
     if unknown:
         raise ValueError(f"unknown sweep knob(s) {unknown}; expected some of {NUMERIC_KNOBS + tuple(MODE_KNOBS)}")
-    if ("eta" in axes) == ("eta_rel" in axes):
-        raise ValueError("give exactly one of eta (absolute) or eta_rel (multiple of the exact threshold)")
+    if sum(k in axes for k in ("eta", "eta_rel", "eta_rel_osc")) != 1:
+        raise ValueError("give exactly one of eta (absolute), eta_rel (multiple of the exact stability "
+                         "threshold) or eta_rel_osc (multiple of the exact oscillatory boundary)")
     lists: dict[str, list] = {}
     for name, val in axes.items():
         vals = list(np.atleast_1d(np.asarray(val, dtype=object))) if not isinstance(val, str) else [val]
@@ -100,6 +101,7 @@ def make_grid(**axes: Any) -> Grid:
                  p_init=cols["p_init"], clip_eps=cols["clip_eps"], adv_eps=cols["adv_eps"])
     if "p_star" in cols and not np.all((cols["p_star"] > 0) & (cols["p_star"] < 1)):
         raise ValueError(f"p_star must be in (0, 1), got p_star={cols['p_star'][~((cols['p_star'] > 0) & (cols['p_star'] < 1))][0]!r}")
-    if "eta_rel" in cols and not np.all(cols["eta_rel"] > 0):
-        raise ValueError(f"eta_rel must be > 0, got eta_rel={cols['eta_rel'][cols['eta_rel'] <= 0][0]!r}")
+    for rel in ("eta_rel", "eta_rel_osc"):
+        if rel in cols and not np.all(cols[rel] > 0):
+            raise ValueError(f"{rel} must be > 0, got {rel}={cols[rel][cols[rel] <= 0][0]!r}")
     return Grid(cols, {n: lists[n] for n in names})

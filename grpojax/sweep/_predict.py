@@ -7,6 +7,7 @@ discrete thresholds come from :mod:`grpojax.dynamics` per distinct (K_ref, lag).
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -71,14 +72,18 @@ def predict_rows(cols: dict[str, np.ndarray], idx: np.ndarray, modes: dict[str, 
             continue
         # distinct (μ, K_0/K_d) pairs only: the exact roots are the expensive part
         pairs, pinv = np.unique(np.stack([mu[sel], ratio[sel]], 1), axis=0, return_inverse=True)
-        a_star = np.asarray(exact_critical_eta(pairs[:, 0], int(K), 1.0, lag=lag, k_instant=pairs[:, 1]))
-        a_osc = np.asarray(exact_oscillatory_a(pairs[:, 0], int(K), lag=lag, a0_ratio=pairs[:, 1]))
+        # float64 locally: in float32 the roots near z = 1 (μ → 1, a → 0) are not resolved and the
+        # root finder reports a spurious crossing (e.g. μ = 0.99, K_ref ≥ 8)
+        with jax.enable_x64(True):
+            a_star = np.asarray(exact_critical_eta(pairs[:, 0], int(K), 1.0, lag=lag, k_instant=pairs[:, 1]))
+            a_osc = np.asarray(exact_oscillatory_a(pairs[:, 0], int(K), lag=lag, a0_ratio=pairs[:, 1]))
         eta_crit[sel] = a_star[pinv.reshape(-1)] / kd[sel]
         eta_osc[sel] = a_osc[pinv.reshape(-1)] / kd[sel]
-    if "eta_rel" in cols:
-        eta = np.asarray(cols["eta_rel"][idx], float) * eta_crit
+    if "eta_rel" in cols or "eta_rel_osc" in cols:
+        rel = "eta_rel" if "eta_rel" in cols else "eta_rel_osc"
+        eta = np.asarray(cols[rel][idx], float) * (eta_crit if rel == "eta_rel" else eta_osc)
         if not np.all(np.isfinite(eta)):
-            raise ValueError("eta_rel needs a finite exact threshold (an interior plateau with K_d > 0) in every row")
+            raise ValueError(f"{rel} needs a finite exact boundary (an interior plateau with K_d > 0) in every row")
     else:
         eta = np.asarray(cols["eta"][idx], float)
     tau = k_ref if lag == "constant" else (k_ref - 1) / 2.0
