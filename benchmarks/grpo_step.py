@@ -66,7 +66,7 @@ def bench_trl(steps: int, warmup: int) -> dict:
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpojax.llm import arith_problems, char_tokenizer, word_tokenizer
+    from grpojax.llm import arith_problems, word_tokenizer
 
     torch.set_num_threads(os.cpu_count() or 2)
     torch.manual_seed(0)
@@ -74,7 +74,6 @@ def bench_trl(steps: int, warmup: int) -> dict:
     tok = PreTrainedTokenizerFast(tokenizer_object=word_tokenizer(corpus), eos_token="<eos>", pad_token="<pad>",
                                   unk_token="<unk>")
     tok.padding_side = "left"
-    _ = char_tokenizer
     hf_cfg = Qwen2Config(vocab_size=len(tok), tie_word_embeddings=True, rope_theta=10000.0,
                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None,
                          **ARCH)
@@ -99,7 +98,7 @@ def bench_trl(steps: int, warmup: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         args = GRPOConfig(
             output_dir=d, per_device_train_batch_size=B * G, num_generations=G, max_completion_length=NEW,
-            generation_batch_size=B * G, steps_per_generation=1, num_iterations=1, beta=0.0,
+            steps_per_generation=1, num_iterations=1, beta=0.0,
             learning_rate=3e-4, max_steps=steps + warmup, logging_steps=1, report_to=[], use_cpu=True,
             bf16=False, temperature=1.0, save_strategy="no", disable_dropout=True, dataloader_num_workers=0,
             loss_type="grpo", seed=0,

@@ -12,7 +12,7 @@ from ._weights import WeightLoadError, hf_key_map, load_pretrained, save_pretrai
 # --- GRPO trainer (issue 8) ---
 from ._advantages import ADVANTAGE_MODES, group_advantages
 from ._arith import ARITH_DIFFICULTY, arith_problems
-from ._char_tokenizer import TextCodec, char_tokenizer, codec_from_tokenizer
+from ._char_tokenizer import TextCodec, char_tokenizer, codec_from_tokenizer, word_tokenizer
 from ._checkpoint import CheckpointStore
 from ._data import Problem, format_prompt, load_jsonl, sample_batch, split_heldout
 from ._logging import RunLogger, read_jsonl_metrics, truncate_log
@@ -66,6 +66,7 @@ __all__ = [
     "TextCodec",
     "char_tokenizer",
     "codec_from_tokenizer",
+    "word_tokenizer",
     "CheckpointStore",
     "Problem",
     "format_prompt",
