@@ -45,3 +45,6 @@ __all__ += [
 from grpojax.fit._forecast import Forecast, forecast_all_laws, forecast_bayes, forecast_law, split_prefix  # noqa: E402
 
 __all__ += ["Forecast", "forecast_all_laws", "forecast_bayes", "forecast_law", "split_prefix"]
+from grpojax.fit._batched_nuts import BatchedPosterior, fit_state_space_batched  # noqa: E402
+
+__all__ += ["BatchedPosterior", "fit_state_space_batched"]

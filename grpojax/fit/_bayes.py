@@ -123,10 +123,10 @@ def _init_params(model, values, num_chains, key, a_loc):
     return out
 
 
-def _mechanistic_a_init(curve, eta, mu, k_ref, lag):
+def _mechanistic_a_init(curve, hp):
     """Grid search of ``a = ηK`` by variable projection on the mean curve (raw steps)."""
     grid = np.geomspace(1e-5, 2.0, 200)
-    M, C, K = mechanistic_oscillator(jnp.asarray(grid), eta, mu, k_ref, lag)
+    M, C, K = mechanistic_oscillator(jnp.asarray(grid), hp["eta"], hp["mu"], hp["k_ref"], hp["lag"], hp["k_instant"])
     t = jnp.asarray(curve.steps - curve.t0)
     u = jax.vmap(lambda m, c, k: response_from_rest(OscillatorParams(m, c, k), t))(M, C, K)
     u = jnp.where(jnp.isfinite(u) & (jnp.abs(u) < 1e6), u, 0.0)
@@ -180,7 +180,8 @@ def fit_bayes(
         key: PRNG key (keyword-only).
         num_warmup, num_samples, num_chains: NUTS settings (per chain).
         chain_method: ``"vectorized"`` (one program for all chains) or ``"sequential"``.
-        hyperparams: mechanistic model only: ``{"eta", "mu", "k_ref", "lag", "group_size"}``.
+        hyperparams: mechanistic model only: ``{"eta", "mu", "k_ref", "lag", "group_size", "k_instant"}``
+            (``lag`` default ``"constant"``, ``group_size`` 1, ``k_instant`` = K₀ default 0).
         forecast_to: extend the band to this step (Kalman forecast beyond the last observation for
             the state-space and mechanistic models).
         target_accept_prob: NUTS target acceptance.
@@ -217,12 +218,13 @@ def fit_bayes(
         if missing:
             raise ValueError(f"hyperparams is missing {sorted(missing)} (needs eta, mu, k_ref; lag, group_size optional)")
         hp = {"eta": float(hyperparams["eta"]), "mu": float(hyperparams["mu"]), "k_ref": float(hyperparams["k_ref"]),
-              "lag": str(hyperparams.get("lag", "constant")), "group_size": float(hyperparams.get("group_size", 1.0))}
-        mechanistic_oscillator(jnp.asarray(1e-3), hp["eta"], hp["mu"], hp["k_ref"], hp["lag"])  # validates
+              "lag": str(hyperparams.get("lag", "constant")), "group_size": float(hyperparams.get("group_size", 1.0)),
+              "k_instant": float(hyperparams.get("k_instant", 0.0))}
+        mechanistic_oscillator(jnp.asarray(1e-3), hp["eta"], hp["mu"], hp["k_ref"], hp["lag"], hp["k_instant"])  # validates
         if not hp["group_size"] > 0:
             raise ValueError(f"group_size must be > 0, got {hp['group_size']!r}")
         a_loc = float(np.log(5.0 * (1.0 - hp["mu"]) / curve.span))
-        a_init = _mechanistic_a_init(curve, hp["eta"], hp["mu"], hp["k_ref"], hp["lag"])
+        a_init = _mechanistic_a_init(curve, hp)
 
     if model == "three_phase":
         fn, args = three_phase_model, (jnp.asarray(curve.t), y, mask)
@@ -232,7 +234,8 @@ def fit_bayes(
     else:
         uniq, index = step_intervals(curve.steps)
         fn = mechanistic_model
-        args = (y, mask, jnp.asarray(uniq), jnp.asarray(index), hp["eta"], hp["mu"], hp["k_ref"], hp["lag"], hp["group_size"], a_loc)
+        args = (y, mask, jnp.asarray(uniq), jnp.asarray(index), hp["eta"], hp["mu"], hp["k_ref"], hp["lag"], hp["group_size"], a_loc,
+                hp["k_instant"])
 
     k_init, k_run, k_band = jax.random.split(key, 3)
     init = _init_params(model, _init_values(model, curve, a_init), num_chains, k_init, a_loc)
@@ -253,7 +256,8 @@ def fit_bayes(
 def _dynamics(model, post, curve, hp):
     """(M, C, K_eff) arrays in the model's time unit and the time scale to steps."""
     if model == "mechanistic":
-        M, C, K = mechanistic_oscillator(jnp.exp(jnp.asarray(post["log_a"])), hp["eta"], hp["mu"], hp["k_ref"], hp["lag"])
+        M, C, K = mechanistic_oscillator(jnp.exp(jnp.asarray(post["log_a"])), hp["eta"], hp["mu"], hp["k_ref"], hp["lag"],
+                                         hp["k_instant"])
         return np.asarray(M), np.asarray(C), np.asarray(K), 1.0
     om = np.exp(post["log_omega0"])
     return np.ones_like(om), 2.0 * post["zeta"] * om, om**2, curve.span
@@ -295,12 +299,12 @@ def _summarise(model, curve, post, divergences, runtime, hp, grid, key, max_band
     codes = np.asarray(regime(OscillatorParams(jnp.asarray(M), jnp.asarray(C), jnp.asarray(K))))
     p_regime = {name: float(np.mean(codes == i)) for i, name in enumerate(REGIMES)}
     flatM, flatC, flatK = (np.ravel(x) for x in (M, C, K))
-    grid = np.linspace(0.0, HORIZON * curve.span / tscale, 4001)
+    tgrid = np.linspace(0.0, HORIZON * curve.span / tscale, 4001)
     t95 = np.empty(flatM.size)
     for lo in range(0, flatM.size, 500):
         sl = slice(lo, lo + 500)
-        phi = np.asarray(response_from_rest(OscillatorParams(jnp.asarray(flatM[sl])[:, None], jnp.asarray(flatC[sl])[:, None], jnp.asarray(flatK[sl])[:, None]), jnp.asarray(grid)[None, :]))
-        t95[sl] = _first_reach(phi, grid)
+        phi = np.asarray(response_from_rest(OscillatorParams(jnp.asarray(flatM[sl])[:, None], jnp.asarray(flatC[sl])[:, None], jnp.asarray(flatK[sl])[:, None]), jnp.asarray(tgrid)[None, :]))
+        t95[sl] = _first_reach(phi, tgrid)
     t95 = np.where(np.ravel(codes) == REGIMES.index("unstable"), np.nan, t95)
     raw["step95"] = (curve.t0 + t95 * tscale).reshape(codes.shape)
     step95 = _quant(raw["step95"])

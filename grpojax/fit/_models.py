@@ -12,7 +12,7 @@ weakly informative on that scale and the results are mapped back to steps and re
     that ``s`` is the stationary sd of ``e`` at ζ = 1 (a scale-free process-noise parameter).
 ``mechanistic``  (η, μ, K_ref, lag, G known)
     ``M, C, K_eff`` from :func:`grpojax.dynamics.from_hyperparams` with one unknown stale curvature
-    ``K`` (``a = ηK`` sampled on a log scale), plus ``p*``, ``p0``, process and observation noise;
+    ``K = K_d`` (``a = ηK`` sampled on a log scale; the instant stiffness K₀ is given, default 0), plus ``p*``, ``p0``, process and observation noise;
     same Kalman likelihood, time in optimizer steps. One free dynamical parameter for a whole curve:
     falsifiable (a bad fit shows as a poor R² and a large residual autocorrelation).
 
@@ -98,13 +98,13 @@ def state_space_model(y, mask, unique_dts, index):
     numpyro.factor("loglik", ll)
 
 
-def mechanistic_oscillator(a, eta, mu, k_ref, lag):
+def mechanistic_oscillator(a, eta, mu, k_ref, lag, k_instant=0.0):
     """``(M, C, K_eff)`` for stale stiffness rate ``a = ηK`` (traced) and known hyperparameters."""
-    p = from_hyperparams(eta, mu, k_ref, a / eta, lag=lag)
+    p = from_hyperparams(eta, mu, k_ref, a / eta, lag=lag, k_instant=k_instant)
     return p.M, p.C, p.K_eff
 
 
-def mechanistic_model(y, mask, unique_dts, index, eta, mu, k_ref, lag, group_size, a_loc):
+def mechanistic_model(y, mask, unique_dts, index, eta, mu, k_ref, lag, group_size, a_loc, k_instant=0.0):
     """Mechanistic model: time in optimizer steps; levels and noises normalised.
 
     ``unique_dts`` in steps. The process noise is parameterised by ``s`` as in the state-space model
@@ -113,7 +113,7 @@ def mechanistic_model(y, mask, unique_dts, index, eta, mu, k_ref, lag, group_siz
     del group_size
     p = {k: numpyro.sample(k, d) for k, d in prior_sites("mechanistic", a_loc=a_loc).items()}
     a = jnp.exp(p["log_a"])
-    M, C, K_eff = mechanistic_oscillator(a, eta, mu, k_ref, lag)
+    M, C, K_eff = mechanistic_oscillator(a, eta, mu, k_ref, lag, k_instant)
     omega0 = jnp.sqrt(K_eff / M)
     q = 4.0 * omega0**3 * p["s_proc"] ** 2
     ll = _state_space_ll(y, mask, unique_dts, index, p["p0"], p["p_star"], M, C, K_eff, q, p["sigma"])

@@ -1,0 +1,154 @@
+"""``grpojax fit LOG``: fit reward-curve laws (and optionally a NUTS posterior) to a training log."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import warnings
+
+
+from grpojax.cli._common import CLIError, console, out_dir, write_json
+
+DESCRIPTION = """\
+Fit the reward-curve laws (exponential, three_phase, sigmoid) to the reward column of a training log
+by batched Levenberg-Marquardt; report R² (raw, after --smooth, and the noise ceiling), AIC/BIC and
+the residual autocorrelation. With --bayes, also sample a numpyro NUTS posterior (state_space by
+default; three_phase; mechanistic with --eta/--mu/--k-ref) and report the plateau, P(regime) and the
+step at 95% of the gain with 90% credible intervals. With --prefix F, fit on the first fraction F of
+the steps and score the forecast of the rest. Writes DIR/fit.json and one PNG per run.
+
+Example:
+  grpojax fit outputs/checkpoint-500/trainer_state.json --prefix 0.5 --out out/fit
+  grpojax fit run.log --bayes state_space --smooth 10 --out out/fit
+"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("fit", help="fit reward-curve laws / posteriors to a training log",
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("log", help="log file or folder (any format grpojax.logs reads)")
+    p.add_argument("--out", default="out/fit", help="output folder (default: out/fit)")
+    p.add_argument("--law", default="all", choices=("all", "exponential", "three_phase", "sigmoid"),
+                   help="law to fit (default: all)")
+    p.add_argument("--metric", default="reward_mean", help="column to fit (default: reward_mean)")
+    p.add_argument("--format", default=None, help="force a log format instead of auto-detection")
+    p.add_argument("--run", default=None, help="only the run with this name")
+    p.add_argument("--smooth", type=int, default=None, metavar="W",
+                   help="also report R² after a centred moving average of W points")
+    p.add_argument("--bayes", nargs="?", const="state_space", default=None,
+                   choices=("state_space", "three_phase", "mechanistic"),
+                   help="also sample a NUTS posterior of this model (default model: state_space)")
+    p.add_argument("--prefix", type=float, default=None, metavar="F",
+                   help="forecast: fit on the first fraction F of the steps, score the rest")
+    p.add_argument("--chains", type=int, default=4, help="NUTS chains (default 4)")
+    p.add_argument("--draws", type=int, default=1000, help="NUTS draws per chain after warmup (default 1000)")
+    p.add_argument("--warmup", type=int, default=1000, help="NUTS warmup per chain (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="PRNG seed for NUTS (default 0)")
+    p.add_argument("--eta", type=float, default=None, help="mechanistic: learning rate")
+    p.add_argument("--mu", type=float, default=None, help="mechanistic: momentum")
+    p.add_argument("--k-ref", type=float, default=None, help="mechanistic: refresh interval / lag K_ref")
+    p.add_argument("--lag", default="constant", choices=("constant", "periodic"), help="mechanistic: lag model")
+    p.add_argument("--group-size", type=float, default=1.0, help="mechanistic: group size G")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
+    p.set_defaults(func=run)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "run"
+
+
+def _law_json(f):
+    return {k: getattr(f, k) for k in ("status", "params", "r2", "r2_smoothed", "noise_ceiling", "noise_ceiling_smoothed",
+                                       "aic", "bic", "sigma", "lag1_autocorr", "delta_bic_flat", "n_obs", "t0")}
+
+
+def _fc_json(fc):
+    return {k: getattr(fc, k) for k in ("method", "fraction", "n_train", "n_test", "rmse", "mae", "coverage90", "status")}
+
+
+def run(args) -> int:
+    import jax  # noqa: PLC0415
+
+    from grpojax.dynamics import LAWS  # noqa: PLC0415
+    from grpojax.fit import ConvergenceWarning, fit_bayes, fit_law, forecast_bayes, forecast_law, to_summary_dict  # noqa: PLC0415
+    from grpojax.logs import read_log  # noqa: PLC0415
+
+    if args.prefix is not None and not 0.0 < args.prefix < 1.0:
+        raise CLIError(f"--prefix must be in (0, 1), got {args.prefix}")
+    if args.smooth is not None and args.smooth < 1:
+        raise CLIError(f"--smooth must be a positive integer, got {args.smooth}")
+    for name in ("chains", "draws", "warmup"):
+        if getattr(args, name) < 1:
+            raise CLIError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    hp = None
+    if args.bayes == "mechanistic":
+        if None in (args.eta, args.mu, args.k_ref):
+            raise CLIError("--bayes mechanistic needs --eta, --mu and --k-ref")
+        hp = dict(eta=args.eta, mu=args.mu, k_ref=args.k_ref, lag=args.lag, group_size=args.group_size)
+    runs = read_log(args.log, format=args.format)
+    if args.run is not None:
+        runs = [r for r in runs if r.name == args.run]
+        if not runs:
+            raise CLIError(f"no run named {args.run!r} in {args.log}")
+    laws = list(LAWS) if args.law == "all" else [args.law]
+    out = out_dir(args.out)
+    report = {"log": str(args.log), "metric": args.metric, "runs": {}}
+    key = jax.random.key(args.seed)
+    nuts = dict(num_chains=args.chains, num_samples=args.draws, num_warmup=args.warmup, hyperparams=hp)
+    from rich.table import Table  # noqa: PLC0415
+
+    table = Table(title=f"grpojax fit: {args.log}")
+    for col in ("run", "law/model", "status", "R² raw", "R² smooth", "ceiling", "AIC", "plateau", f"RMSE@f={args.prefix}"):
+        table.add_column(col)
+    for r in runs:
+        if not r.has(args.metric):
+            raise CLIError(f"run {r.name!r} has no {args.metric!r} column (has: {', '.join(sorted(r.columns))})")
+        steps, y = r.series(args.metric)
+        entry = {"n_points": int(len(steps)), "laws": {}, "forecasts": {}}
+        fits = {}
+        for law in laws:
+            f = fit_law(steps, y, law, smooth=args.smooth)
+            fits[law] = f
+            entry["laws"][law] = _law_json(f)
+        fcs = {}
+        if args.prefix is not None:
+            for law in laws:
+                fcs[law] = forecast_law(steps, y, args.prefix, law)
+                entry["forecasts"][law] = _fc_json(fcs[law])
+        bayes = bfc = None
+        if args.bayes:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                bayes = fit_bayes(steps, y, args.bayes, key=jax.random.fold_in(key, 0), **nuts)
+                entry["bayes"] = to_summary_dict(bayes)
+                if args.prefix is not None:
+                    bfc = forecast_bayes(steps, y, args.prefix, args.bayes, key=jax.random.fold_in(key, 1), **nuts)
+                    entry["forecasts"][f"bayes:{args.bayes}"] = _fc_json(bfc)
+            for w in caught:
+                console.print(f"[yellow]warning[/]: {w.message}")
+        report["runs"][r.name] = entry
+        for law, f in fits.items():
+            plateau = f.params.get("r_inf", f.params.get("A"))
+            table.add_row(r.name, law, f.status, f"{f.r2:.3f}", "-" if args.smooth is None else f"{f.r2_smoothed:.3f}",
+                          f"{f.noise_ceiling:.3f}", f"{f.aic:.1f}", f"{plateau:.4g}",
+                          f"{fcs[law].rmse:.4g}" if law in fcs else "-")
+        if bayes is not None:
+            pl = bayes.plateau
+            table.add_row(r.name, f"bayes:{bayes.model}", bayes.status, "-", "-", "-", "-",
+                          f"{pl['q50']:.4g} [{pl['q05']:.4g}, {pl['q95']:.4g}]", f"{bfc.rmse:.4g}" if bfc else "-")
+        if not args.no_plot:
+            import matplotlib.pyplot as plt  # noqa: PLC0415
+
+            from grpojax.plot import fit_figure  # noqa: PLC0415
+
+            fig = fit_figure(steps, y, law_fits=fits, bayes=bayes, forecasts=fcs or None, bayes_forecast=bfc,
+                             title=f"{r.name}: {args.metric}", ylabel=f"{args.metric} (as logged)")
+            name = f"fit_{_slug(r.name)}.png"
+            fig.savefig(out / name, dpi=110)
+            plt.close(fig)
+            entry["figure"] = name
+    path = write_json(out, "fit.json", report)
+    console.print(table)
+    console.print(f"wrote {path}")
+    return 0
+

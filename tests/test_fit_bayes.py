@@ -1,0 +1,128 @@
+"""NUTS fits (tiny runs: 2 chains, a few hundred draws): recovery, flat curves, forecasts, bad input."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+from grpojax.dynamics import REGIMES, OscillatorParams
+from grpojax.fit import ConvergenceWarning, fit_bayes, forecast_bayes, forecast_law
+from grpojax.sde import sample_exact
+
+# truth in steps: ω₀ = 0.06/step, ζ = 0.5, plateau 0.8 from 0.2, obs noise 0.02, small process noise
+OMEGA, ZETA, P_STAR, P0, SIG = 0.06, 0.5, 0.8, 0.2, 0.02
+TINY = dict(num_warmup=250, num_samples=250, num_chains=2)
+
+
+def simulate(T=80, seed=0, irregular=False):
+    rng = np.random.default_rng(seed)
+    steps = np.arange(T, dtype=float) * 2.0
+    if irregular:
+        steps = np.cumsum(rng.choice([1.0, 2.0, 3.0], T)).astype(float)
+    s_proc = 0.01
+    p = OscillatorParams(1.0, 2 * ZETA * OMEGA, OMEGA**2, P_STAR, 4 * OMEGA**3 * s_proc**2)
+    x = np.asarray(sample_exact(p, steps - steps[0], key=jax.random.key(seed), n_paths=1, e0=P0 - P_STAR))[0, :, 0]
+    return steps, P_STAR + x + SIG * rng.standard_normal(T)
+
+
+@pytest.fixture(scope="module")
+def ss_fit():
+    steps, y = simulate(irregular=True)
+    y[[5, 17, 40]] = np.nan  # missing observations
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return fit_bayes(steps, y, "state_space", key=jax.random.key(1), forecast_to=steps[-1] + 60, **TINY)
+
+
+def test_state_space_recovers_truth(ss_fit):
+    f = ss_fit
+    assert f.info["max_r_hat"] < 1.05  # tiny run: loose; the benchmark checks r_hat < 1.01 at 4x1000
+    for name, truth in (("p_star", P_STAR), ("p0", P0), ("zeta", ZETA), ("omega0", OMEGA)):
+        draws = np.ravel(f.samples[name])
+        lo, hi = np.quantile(draws, [0.005, 0.995])
+        assert lo < truth < hi, (name, lo, hi, truth)
+    assert sum(f.p_regime.values()) == pytest.approx(1.0)
+    assert set(f.p_regime) == set(REGIMES)
+    assert f.p_regime["underdamped"] > 0.5
+    assert np.isfinite(f.step95["q50"]) and f.step95["q05"] <= f.step95["q50"] <= f.step95["q95"]
+    assert f.status in ("ok", "not_converged")
+    for key in ("r_hat", "ess_bulk", "q05", "q95", "hdi_5%", "hdi_95%"):
+        assert key in f.summary["p_star"]
+
+
+def test_band_and_forecast_shapes(ss_fit):
+    b = ss_fit.band
+    assert b["steps"].shape == b["mean_q50"].shape == b["obs_q95"].shape
+    assert np.all(b["obs_q05"] <= b["mean_q50"]) and np.all(b["mean_q50"] <= b["obs_q95"])
+    assert b["forecast_from"] is not None and b["steps"][-1] > b["forecast_from"]
+    # the forecast band widens beyond the data (process noise accumulates)
+    fut = b["steps"] > b["forecast_from"]
+    assert np.all(np.isfinite(b["obs_q95"][fut]))
+
+
+def test_flat_curve_is_no_learning():
+    rng = np.random.default_rng(5)
+    steps = np.arange(60.0)
+    y = 0.4 + 0.03 * rng.standard_normal(60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        f = fit_bayes(steps, y, "three_phase", key=jax.random.key(2), **TINY)
+    assert f.status == "no_learning"
+    assert f.gain["q05"] < 0 < f.gain["q95"]
+    # the rate is not identified: its 90% interval spans more than a factor 5
+    assert f.summary["omega0"]["q95"] / f.summary["omega0"]["q05"] > 5
+    assert any("no detectable learning" in w for w in f.warnings)
+
+
+@pytest.mark.slow
+def test_mechanistic_recovers_curvature():
+    eta, mu, k_ref, K = 0.05, 0.9, 2, 0.3
+    from grpojax.dynamics import from_hyperparams, mean_reward
+
+    p = from_hyperparams(eta, mu, k_ref, K)
+    steps = np.arange(0.0, 150.0)
+    rng = np.random.default_rng(7)
+    y = np.asarray(mean_reward(p, steps, 0.3 - 0.5) + 0.5) + 0.01 * rng.standard_normal(150)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        f = fit_bayes(steps, y, "mechanistic", key=jax.random.key(3),
+                      hyperparams=dict(eta=eta, mu=mu, k_ref=k_ref, lag="constant", group_size=8), **TINY)
+    lo, hi = np.quantile(np.ravel(f.samples["K"]), [0.005, 0.995])
+    assert lo < K < hi
+    assert f.summary["K"]["q50"] == pytest.approx(K, rel=0.1)
+    assert f.plateau["q50"] == pytest.approx(0.5, abs=0.02)
+
+
+def test_forecasts_score_on_held_out_points():
+    steps, y = simulate(T=80, seed=3)
+    fl = forecast_law(steps, y, 0.5, "three_phase")
+    assert fl.n_train + fl.n_test == 80
+    assert fl.rmse < 0.1 and np.isnan(fl.coverage90)
+    with pytest.raises(ValueError, match="prefix"):
+        forecast_law(steps, y, 0.05, "three_phase")
+    with pytest.raises(ValueError, match="fraction"):
+        forecast_law(steps, y, 1.2, "three_phase")
+
+
+@pytest.mark.slow
+def test_forecast_bayes_coverage():
+    steps, y = simulate(T=120, seed=4)
+    fb = forecast_bayes(steps, y, 0.5, "state_space", key=jax.random.key(0), **TINY)
+    assert 0.5 <= fb.coverage90 <= 1.0 and fb.rmse < 0.1
+
+
+def test_bad_input():
+    k = jax.random.key(0)
+    with pytest.raises(ValueError, match="at least 8"):
+        fit_bayes(np.arange(5.0), np.arange(5.0), key=k)
+    with pytest.raises(ValueError, match="unknown model"):
+        fit_bayes(np.arange(20.0), np.arange(20.0), "gp", key=k)
+    with pytest.raises(ValueError, match="hyperparams"):
+        fit_bayes(np.arange(20.0), np.arange(20.0), "mechanistic", key=k)
+    with pytest.raises(ValueError, match="inf|finite"):
+        fit_bayes(np.arange(20.0), np.r_[np.arange(19.0), np.inf], key=k)
+    with pytest.raises(ValueError, match="mu"):
+        fit_bayes(np.arange(20.0), np.arange(20.0), "mechanistic", key=k, hyperparams=dict(eta=0.1, mu=1.5, k_ref=2))
