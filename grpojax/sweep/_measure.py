@@ -11,7 +11,7 @@ points:
 
 Measured regimes (first rule that applies):
 
-1. ``diverged``: not finite (NaN/inf, overflow);
+1. ``diverged``: not finite (NaN/inf) or overflowing (|θ| or |v| > ``overflow`` = 1e30);
 2. ``collapsed``: escaped to p → 0 or 1 while the predicted plateau is interior;
 3. ``limit_cycle``: late std above ``amp_tol`` and above 3× the predicted stationary noise std, and not
    decaying (growth_rate·L·stride > −0.1): the fixed point is unstable and the motion bounded;
@@ -31,7 +31,8 @@ MEASURED_REGIMES = ("overdamped", "oscillatory", "limit_cycle", "collapsed", "di
 
 def measure(traces: np.ndarray, theta: np.ndarray, velocity: np.ndarray, *, p_init: np.ndarray, stride: int,
             p_star: np.ndarray | None = None, var_pred: np.ndarray | None = None, late_frac: float = 0.25,
-            amp_tol: float = 0.01, osc_tol: float = 0.01, collapse_tol: float = 1e-3) -> dict[str, np.ndarray]:
+            amp_tol: float = 0.01, osc_tol: float = 0.01, collapse_tol: float = 1e-3,
+            overflow: float = 1e30) -> dict[str, np.ndarray]:
     """Statistics and measured regime per row (see module docstring). Inputs are NumPy arrays.
 
     Args:
@@ -41,13 +42,16 @@ def measure(traces: np.ndarray, theta: np.ndarray, velocity: np.ndarray, *, p_in
         stride: steps between records.
         p_star: predicted plateau (for the collapse rule); var_pred: predicted stationary Var(p).
         late_frac, amp_tol, osc_tol, collapse_tol: thresholds.
+        overflow: |θ| or |v| beyond this counts as diverged (numerical overflow of the logit).
     """
     tr = np.asarray(traces, float)
     N, W = tr.shape
     if not 0 < late_frac <= 0.5:
         raise ValueError(f"late_frac must be in (0, 0.5], got late_frac={late_frac}")
     L = max(2, int(round(late_frac * W)))
-    finite = np.isfinite(tr).all(1) & np.isfinite(theta) & np.isfinite(velocity)
+    with np.errstate(invalid="ignore"):
+        finite = (np.isfinite(tr).all(1) & np.isfinite(theta) & np.isfinite(velocity)
+                  & (np.abs(theta) < overflow) & (np.abs(velocity) < overflow))
     safe = np.where(np.isfinite(tr), tr, 0.5)
     late = safe[:, -L:]
     prev = safe[:, -2 * L:-L] if W >= 2 * L else safe[:, :L]

@@ -88,7 +88,10 @@ def predict_rows(cols: dict[str, np.ndarray], idx: np.ndarray, modes: dict[str, 
         eta = np.asarray(cols["eta"][idx], float)
     tau = k_ref if lag == "constant" else (k_ref - 1) / 2.0
     kd_safe = np.where(np.isfinite(kd), kd, 0.0)
-    op = from_hyperparams(eta, mu, k_ref, kd_safe, lag=lag, k_instant=np.where(np.isfinite(k0), k0, 0.0),
+    # absurd learning rates (a deliberately diverging row) would overflow M, D: cap them for the oscillator
+    # (its regime is "unstable" either way); the simulation itself uses the true η
+    eta_op = np.minimum(eta, 1e20)
+    op = from_hyperparams(eta_op, mu, k_ref, kd_safe, lag=lag, k_instant=np.where(np.isfinite(k0), k0, 0.0),
                           noise=np.where(np.isfinite(sig2), sig2, 0.0), p_star=p_star)
     G = np.asarray(cols["group_size"][idx], float)
     var_pred = np.asarray(stationary_variance(op, G), float)

@@ -1,0 +1,136 @@
+"""Sweep engine: grids, predictions, vmapped/chunked/sharded runs, regime measurement, divergence isolation."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+from grpojax.bandit import BanditConfig, mean_field_trajectory, oscillator_params, with_fixed_point
+from grpojax.dynamics import exact_critical_eta
+from grpojax.sweep import MEASURED_REGIMES, make_grid, measure, run_sweep
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def small_sweep():
+    """One small stochastic sweep shared by several tests (G ≤ 64: loop-free sampler)."""
+    grid = make_grid(eta_rel=[0.5, 3.0], k_ref=[1, 4], mu=0.9, group_size=64, p_star=0.8, p_init=0.8)
+    return grid, run_sweep(grid, 400, key=jax.random.key(0), chunk_size=3, return_traces=True)
+
+
+def test_grid_product_and_validation():
+    g = make_grid(eta=[0.1, 0.2], k_ref=[1, 2, 4], mu=0.9, lag=["constant", "periodic"])
+    assert len(g) == 12
+    assert sorted(set(g.columns["lag"])) == ["constant", "periodic"]
+    groups = list(g.groups())
+    assert len(groups) == 2 and sum(len(i) for _, i in groups) == 12
+    with pytest.raises(ValueError, match="eta"):
+        make_grid(eta=[0.1, -0.2])
+    with pytest.raises(ValueError, match="group_size"):
+        make_grid(eta=0.1, group_size=[1, 4])
+    with pytest.raises(ValueError, match="k_ref"):
+        make_grid(eta=0.1, k_ref=0)
+    with pytest.raises(ValueError, match="p_ref"):
+        make_grid(eta=0.1, p_ref=1.5)
+    with pytest.raises(ValueError, match="unknown sweep knob"):
+        make_grid(eta=0.1, momentum=0.9)
+    with pytest.raises(ValueError, match="exactly one"):
+        make_grid(eta=0.1, eta_rel=1.0)
+    with pytest.raises(ValueError, match="lag"):
+        make_grid(eta=0.1, lag="async")
+
+
+def test_predictions_match_bandit_and_dynamics(small_sweep):
+    grid, res = small_sweep
+    c = res.columns
+    for i in range(len(res)):
+        cfg = with_fixed_point(BanditConfig(1.0, 0.9, int(c["k_ref"][i]), 64), 0.8)
+        op = oscillator_params(BanditConfig(c["eta"][i], 0.9, int(c["k_ref"][i]), 64, beta=cfg.beta))
+        np.testing.assert_allclose(c["p_star"][i], op.p_star, rtol=1e-8)
+        np.testing.assert_allclose(c["C"][i], op.C, rtol=1e-8)
+        eta_star = exact_critical_eta(0.9, int(c["k_ref"][i]), c["K_d"][i], k_instant=c["K_0"][i])
+        np.testing.assert_allclose(c["eta"][i], c["eta_rel"][i] * eta_star, rtol=1e-6)
+    assert set(c["regime_exact"]) <= {"overdamped", "oscillatory", "unstable"}
+    assert np.all((c["eta_rel"] > 1) == (c["regime_exact"] == "unstable"))
+
+
+def test_chunking_and_vmap_equal_single_rows(small_sweep):
+    """chunk_size=3 (padded chunks) equals one chunk and equals rows run one at a time."""
+    grid, res = small_sweep
+    whole = run_sweep(grid, 400, key=jax.random.key(0), chunk_size=64, return_traces=True)
+    np.testing.assert_array_equal(res.traces, whole.traces)
+    # the vmapped mean-field sweep equals the one-configuration mean-field map
+    sub = make_grid(eta_rel=[3.0], k_ref=[4], mu=0.9, group_size=64, p_star=0.8, p_init=0.8)
+    one = run_sweep(sub, 400, key=jax.random.key(0), mean_field=True, return_traces=True)
+    cfg = BanditConfig(one.columns["eta"][0], 0.9, 4, 64, beta=one.columns["beta"][0], p_init=0.8)
+    mf = np.asarray(mean_field_trajectory(cfg, 401))[1:]
+    np.testing.assert_allclose(one.traces[0], mf[one.meta["stride"] - 1::one.meta["stride"]], rtol=1e-9)
+
+
+def test_measured_regimes_stable_vs_unstable(small_sweep):
+    _, res = small_sweep
+    c = res.columns
+    assert set(c["regime"]) <= set(MEASURED_REGIMES)
+    stable = c["eta_rel"] < 1
+    assert np.all(np.isin(c["regime"][~stable], ["limit_cycle", "collapsed"])), c["regime"]
+    assert np.all(np.isin(c["regime"][stable], ["overdamped", "oscillatory"])), c["regime"]
+    # stable rows stay near the plateau with late std at the predicted noise level (factor 3)
+    ratio = c["late_std"][stable] ** 2 / c["var_pred"][stable]
+    assert np.all((ratio > 1 / 3) & (ratio < 3)), ratio
+
+
+def test_diverging_row_is_flagged_and_isolated():
+    grid = make_grid(eta=[0.05, 1e307], mu=0.9, k_ref=2, group_size=8, beta=0.5, p_init=0.3)
+    res = run_sweep(grid, 64, key=jax.random.key(1), return_traces=True)
+    c = res.columns
+    assert c["regime"][1] == "diverged" and not c["finite"][1]
+    assert c["finite"][0] and c["regime"][0] != "diverged"
+    alone = run_sweep(make_grid(eta=[0.05], mu=0.9, k_ref=2, group_size=8, beta=0.5, p_init=0.3), 64,
+                      key=jax.random.key(1), return_traces=True)
+    np.testing.assert_array_equal(res.traces[0], alone.traces[0])
+
+
+def test_measure_synthetic_traces():
+    t = np.arange(1, 401)
+    over = 0.8 - 0.1 * np.exp(-t / 30.0)
+    osc = 0.8 - 0.1 * np.exp(-t / 60.0) * np.cos(2 * np.pi * t / 50.0)
+    cyc = 0.8 + 0.1 * np.sin(2 * np.pi * t / 40.0)
+    esc = np.minimum(0.7 + 0.002 * t, 1.0 - 1e-6)
+    bad = over.copy()
+    bad[200] = np.nan
+    tr = np.stack([over, osc, cyc, esc, bad])
+    m = measure(tr, np.zeros(5), np.zeros(5), p_init=np.full(5, 0.7), stride=1, p_star=np.full(5, 0.8))
+    assert m["regime"].tolist() == ["overdamped", "oscillatory", "limit_cycle", "collapsed", "diverged"]
+    np.testing.assert_allclose(m["frequency"][2], 1 / 40, rtol=0.05)
+
+
+def test_sharding_two_devices_equals_one(tmp_path):
+    """The same sweep on a forced 2-device host mesh gives bit-identical results (subprocess)."""
+    script = textwrap.dedent(
+        """
+        import json, sys
+        import jax, numpy as np
+        from grpojax.sweep import make_grid, run_sweep
+        g = make_grid(eta=[0.05, 0.2, 0.4], k_ref=[1, 3], mu=0.5, group_size=[8, 300], beta=0.5, p_init=0.4)
+        r = run_sweep(g, 48, key=jax.random.key(7), chunk_size=5, return_traces=True)
+        json.dump(dict(devices=jax.device_count(), traces=r.traces.tolist(),
+                       regime=r.columns["regime"].tolist()), open(sys.argv[1], "w"))
+        """
+    )
+    outs = []
+    for n in (1, 2):
+        env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={n}", JAX_PLATFORMS="cpu")
+        path = tmp_path / f"out{n}.json"
+        subprocess.run([sys.executable, "-c", script, str(path)], check=True, env=env, cwd=REPO, timeout=600)
+        outs.append(__import__("json").loads(path.read_text()))
+    assert outs[0]["devices"] == 1 and outs[1]["devices"] == 2
+    np.testing.assert_array_equal(np.array(outs[0]["traces"]), np.array(outs[1]["traces"]))
+    assert outs[0]["regime"] == outs[1]["regime"]
