@@ -26,8 +26,19 @@ def test_expected_trajectory_matches_closed_form():
     assert int(dyn.regime(p)[-1]) == dyn.UNSTABLE
 
 
+def _check_grad(f, theta0):
+    g = np.asarray(jax.grad(f)(theta0))
+    fd = []
+    for i in range(2):
+        h = 1e-6 * float(theta0[i])
+        d = jnp.zeros(2).at[i].set(h)
+        fd.append((float(f(theta0 + d)) - float(f(theta0 - d))) / (2 * h))
+    np.testing.assert_allclose(g, fd, rtol=1e-5)
+    assert np.all(np.abs(g) > 1e-8)  # non-trivial gradients
+
+
 def test_gradient_through_diffeqsolve_matches_central_differences():
-    """d loss / d(K, η) by reverse mode through diffeqsolve (ODE and a fixed-key SDE ensemble) vs central FD."""
+    """d loss / d(K, η) by reverse mode through diffeqsolve (expected-trajectory ODE) vs central FD, 1e-5."""
     y = np.asarray(dyn.mean_reward(dyn.from_hyperparams(ETA, MU, KREF, 1.0, p_star=0.8), TS, 0.2))
 
     def ode_loss(theta):
@@ -35,6 +46,12 @@ def test_gradient_through_diffeqsolve_matches_central_differences():
         p = dyn.from_hyperparams(eta, MU, KREF, K, p_star=0.8)
         return jnp.sum((0.8 + expected_trajectory(p, TS, e0=-0.6) - y) ** 2)
 
+    _check_grad(ode_loss, jnp.array([1.3, 0.06]))
+
+
+@pytest.mark.slow
+def test_gradient_through_sde_solve_matches_central_differences():
+    """Pathwise gradient of a fixed-key SDE ensemble (VirtualBrownianTree, reverse mode) vs central FD, 1e-5."""
     ts_sde = np.array([5.0, 10.0, 20.0])
 
     def sde_loss(theta):
@@ -43,16 +60,7 @@ def test_gradient_through_diffeqsolve_matches_central_differences():
         ens = simulate(p, ts_sde, key=jax.random.key(0), n_paths=3, dt=0.5, brownian="virtual", solver="heun")
         return jnp.sum(ens.e**2)
 
-    theta0 = jnp.array([1.3, 0.06])
-    for f in (ode_loss, sde_loss):
-        g = np.asarray(jax.grad(f)(theta0))
-        fd = []
-        for i in range(2):
-            h = 1e-6 * float(theta0[i])
-            d = jnp.zeros(2).at[i].set(h)
-            fd.append((float(f(theta0 + d)) - float(f(theta0 - d))) / (2 * h))
-        np.testing.assert_allclose(g, fd, rtol=1e-5)
-        assert np.all(np.abs(g) > 1e-8)  # non-trivial gradients
+    _check_grad(sde_loss, jnp.array([1.3, 0.06]))
 
 
 def test_calibrate_noiseless_recovers_K_and_p_star():
@@ -65,6 +73,7 @@ def test_calibrate_noiseless_recovers_K_and_p_star():
     assert c.rmse < 1e-4
 
 
+@pytest.mark.slow
 def test_calibrate_noisy_ensemble_within_reported_uncertainty():
     """64 noisy runs (D = η²σ², σ² = 0.5): the truth lies inside the 95 % bootstrap interval and 3 SE."""
     K, p_star = 1.2, 0.8

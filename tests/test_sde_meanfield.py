@@ -52,6 +52,7 @@ def test_bad_solver_calculus_pairs():
         solve_meanfield(gbm_drift, gbm_diffusion, np.nan, TS, args=(A, B), **kw)
 
 
+@pytest.mark.slow
 def test_bandit_reduced_model_tracks_exact_mean_field_map():
     """Noise off: the continuous reduced model follows the bandit's exact discrete mean-field map (|Δp| < 0.01)
     and approaches the bandit's plateau."""
