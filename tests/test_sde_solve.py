@@ -108,10 +108,10 @@ def em_scheme_moments(M, C, K, s2, dt, T):
 
 
 def test_weak_error_euler():
-    """Euler–Maruyama, Δt = 0.0025, 3 regimes: within 3 SE of the exact moments (its bias is < 0.7 SE)."""
+    """Euler–Maruyama, Δt = 0.0025, 3 regimes: within 3 SE of the exact moments (its own bias is < 1 SE)."""
     names = ["overdamped", "underdamped", "near_critical"]
     p, G = params(names)
-    ts = np.array([0.25, 0.5, 1.0])
+    ts = np.array([0.5, 1.0, 1.5])
     dt = 0.0025
     ens = simulate(p, ts, key=jax.random.key(7), n_paths=N, solver="euler", dt=dt)
     z_mean, z_var, var = zscores(ens.ys, p, G, ts)
@@ -120,8 +120,8 @@ def test_weak_error_euler():
         M, C, K, D, _ = SETS[n]
         for j, t in enumerate(ts):
             m_em, v_em = em_scheme_moments(M, C, K, D, dt, ts)[t]
-            assert abs(m_em - mean_exact[i, j, 0]) < 0.7 * np.sqrt(var[i, j, 0] / N)
-            assert abs(v_em - var[i, j, 0]) < 0.7 * var[i, j, 0] * np.sqrt(2 / N)
+            assert abs(m_em - mean_exact[i, j, 0]) < 1.0 * np.sqrt(var[i, j, 0] / N)
+            assert abs(v_em - var[i, j, 0]) < 1.0 * var[i, j, 0] * np.sqrt(2 / N)
     assert np.max(np.abs(z_mean)) < 3.0, z_mean
     assert np.max(np.abs(z_var)) < 3.0, z_var
 
