@@ -127,7 +127,7 @@ def run(args) -> int:
         if not args.no_plot:
             import matplotlib.pyplot as plt  # noqa: PLC0415
 
-            from grpojax.plot import diagnosis_dashboard  # noqa: PLC0415
+            from grpojax.plot._diagnose import diagnosis_dashboard  # noqa: PLC0415
 
             name = "dashboard.png" if len(runs) == 1 else f"dashboard_{_slug(r.name)}.png"
             fig = diagnosis_dashboard(r, d, pathlib.Path(out) / name)
