@@ -51,6 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--x64", action="store_true")
     ap.add_argument("--markdown", action="store_true", help="print a RESULTS.md table")
     ap.add_argument("--skip", nargs="*", default=[], help="engine names to skip")
+    ap.add_argument("--slow-repeats", type=int, default=1, help="repeats for the (slow) VirtualBrownianTree engine")
     args = ap.parse_args(argv)
     if args.x64:
         jax.config.update("jax_enable_x64", True)
@@ -93,7 +94,7 @@ def main(argv=None) -> int:
     for name, fn in engines.items():
         if name in args.skip:
             continue
-        r = _timed(fn, args.repeats)
+        r = _timed(fn, args.slow_repeats if "Virtual" in name else args.repeats)
         r["path_steps_per_s"] = n * steps / r["median_s"]
         results[name] = r
         print(f"{name:38s} compile {r['compile_s']:6.2f} s | median {r['median_s']:7.3f} s (min {r['min_s']:.3f}, "
