@@ -5,7 +5,7 @@ Public surface:
 - :func:`exact_transition`, :func:`exact_moments`, :func:`sample_exact` — exact Gaussian transition of
   ``x = (e, ė)`` (Van Loan), reference moments and an exact sampler.
 - :func:`simulate` → :class:`Ensemble` — diffrax ensembles (``SOLVERS``: euler, heun, sra1, shark),
-  vmapped over keys and parameter sets in one ``jit``.
+  every path of a parameter set in one batched solve, parameter sets vmapped, one ``jit``.
 - :func:`strong_errors`, :func:`weak_errors` — convergence measurements against the references.
 - :func:`expected_trajectory`, :func:`calibrate`, :func:`calibrate_ensemble` — differentiable
   calibration of the curvature K (and p*) through ``diffeqsolve`` with optax.

@@ -256,8 +256,8 @@ def simulate(
     t0: float = 0.0,
     common_noise: bool = False,
 ) -> Ensemble:
-    """Simulate an ensemble of the stochastic oscillator with diffrax (one ``jit``; vmapped over keys
-    and parameter sets at once).
+    """Simulate an ensemble of the stochastic oscillator with diffrax (one ``jit``): all paths of a
+    parameter set in one batched solve, parameter sets vmapped, each set with its own key (``split(key)``).
 
     Args:
         params: parameters with fields ``M, C, K_eff, p_star, D`` (e.g.
