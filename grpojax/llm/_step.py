@@ -72,7 +72,7 @@ class UpdateMetrics(NamedTuple):
 
 
 def make_grpo_update(graphdef, tx: optax.GradientTransformation, *, beta, eps_low, eps_high, aggregation,
-                     param_sharding=None, opt_sharding=None):
+                     use_ref=None, param_sharding=None, opt_sharding=None):
     """The jitted GRPO optimiser step ``(params, opt_state, rest, batch, fresh) -> (params, opt_state, metrics)``.
 
     ``rest`` is the model's non-parameter state (``nnx.split(model, nnx.Param, ...)``).
@@ -83,15 +83,17 @@ def make_grpo_update(graphdef, tx: optax.GradientTransformation, *, beta, eps_lo
 
     A non-finite loss or gradient norm leaves ``params`` and ``opt_state`` unchanged and reports
     ``finite = False`` (the host stops the run and checkpoints the last good state). ``params`` and
-    ``opt_state`` are donated.
+    ``opt_state`` are donated. ``use_ref`` (default ``beta > 0``) feeds ``batch.ref_logp`` to the
+    loss: the k3 KL is then reported (and enters the loss only with weight ``beta``).
     """
+    use_ref = beta > 0 if use_ref is None else bool(use_ref)
 
     def loss_fn(params, rest, batch: RolloutBatch, fresh):
         model = nnx.merge(graphdef, params, rest)
         logp, ent = completion_logprobs(model, batch.prompt, batch.prompt_mask, batch.completion)
         old = jnp.where(fresh, jax.lax.stop_gradient(logp), batch.old_logp)
         terms = grpo_loss(
-            logp, ent, old, batch.ref_logp if beta > 0 else None, batch.adv, batch.completion_mask,
+            logp, ent, old, batch.ref_logp if use_ref else None, batch.adv, batch.completion_mask,
             beta=beta, eps_low=eps_low, eps_high=eps_high, aggregation=aggregation,
         )
         return terms.loss, terms

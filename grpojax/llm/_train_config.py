@@ -92,6 +92,7 @@ class GRPOSection:
     adv_eps: float = 1e-4
     k_ref: int = 1  # optimisation steps per rollout batch (behaviour-policy refresh interval)
     beta: float = 0.0  # k3 KL coefficient to the frozen reference (the warm-started model)
+    log_kl: bool = True  # keep the reference and log its k3 KL even when beta == 0 (one extra forward)
     eps_low: float = 0.2
     eps_high: float = 0.2
     aggregation: str = "seq_mean_token_mean"

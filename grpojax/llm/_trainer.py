@@ -89,18 +89,19 @@ class GRPOTrainer:
         self.param_sh = param_shardings(params, self.mesh)
         self.params = jax.device_put(params, self.param_sh)
         g = cfg.grpo
+        self._use_ref = g.beta > 0 or g.log_kl
         key = ("grpo", self.graphdef, repr(cfg.optim), cfg.steps, repr(g), self.mesh)
         if key not in _COMPILED:
             tx, schedule = build_optimizer(cfg.optim, cfg.steps)
             opt_sh = jax.tree.map(lambda x: x.sharding, self._init_opt(tx, self.params))
             update = make_grpo_update(
                 self.graphdef, tx, beta=g.beta, eps_low=g.eps_low, eps_high=g.eps_high,
-                aggregation=g.aggregation, param_sharding=self.param_sh, opt_sharding=opt_sh,
+                aggregation=g.aggregation, use_ref=self._use_ref, param_sharding=self.param_sh, opt_sharding=opt_sh,
             )
             _COMPILED[key] = (tx, schedule, opt_sh, update, make_logprob_fn(self.graphdef))
         self.tx, self.schedule, self.opt_sh, self.update, self.logprob_fn = _COMPILED[key]
         self.opt_state = self._init_opt(self.tx, self.params)
-        self.ref_params = None if g.beta == 0 else jax.tree.map(jnp.copy, self.params)
+        self.ref_params = jax.tree.map(jnp.copy, self.params) if self._use_ref else None
         self.batch = self._empty_batch()
         self._gen_kwargs = {"pad_id": self.codec.pad_id, "buckets": (cfg.data.max_prompt_len,)}
         self.key = jax.random.key(cfg.seed)
@@ -318,7 +319,7 @@ class GRPOTrainer:
         adv = np.asarray(group_advantages(jnp.asarray(rewards, jnp.float32), g.advantage, eps=g.adv_eps))
         t2 = time.perf_counter()
         prompt_d, pmask_d = self._put(prompt), self._put(pmask)
-        if g.beta > 0:
+        if self.ref_params is not None:
             ref = self.logprob_fn(self.ref_params, self.rest, prompt_d, pmask_d, comp)
         else:
             ref = jnp.zeros(comp.shape, jnp.float32)
@@ -429,7 +430,8 @@ class GRPOTrainer:
                 terms = jax.device_get(m.terms)
                 finite = bool(m.finite)
                 rec.update({
-                    "loss": float(terms.loss), "kl": float(terms.kl), "entropy": float(terms.entropy),
+                    "loss": float(terms.loss), "kl": float(terms.kl) if self._use_ref else math.nan,
+                    "entropy": float(terms.entropy),
                     "grad_norm": float(m.grad_norm), "lr": float(self.schedule(step - 1)),
                     "is_ratio_mean": float(terms.is_ratio_mean), "is_ratio_max": float(terms.is_ratio_max),
                     "clip_frac": float(terms.clip_frac), "refresh_lag": cycle,
