@@ -21,6 +21,7 @@ The whole batch is one ``jit`` + ``vmap`` call (sizes static), so thousands of c
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 from typing import NamedTuple
 
@@ -303,7 +304,8 @@ def fit_laws_batched(
     v, pred_n, ok = _fit_batch(law, int(max_steps), float(rtol), jnp.asarray(tn_p), jnp.asarray(yn_p), jnp.asarray(w_p))
     v, pred_n, ok = np.asarray(v), np.asarray(pred_n)[:, :T], np.asarray(ok)
     pred = center[:, None] + scale[:, None] * pred_n
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
         met = _metrics(Y, pred, mask, len(cls.param_names), smooth)
     fitted = _to_raw(law, v, t0, span, center, scale)
     status = np.where(ok, "ok", "not_converged").astype("<U17")
