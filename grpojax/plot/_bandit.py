@@ -64,25 +64,35 @@ def amplitude_figure(series: Sequence[Mapping[str, Any]], *, title: str | None =
     """Late oscillation amplitude vs η/η*_exact, one line per (μ, K_ref, lag) series.
 
     Args:
-        series: dicts with ``label``, ``eta_rel`` (array), ``amplitude`` (array), optional ``measured``
-            (the measured onset, in units of η*_exact) and ``closed`` (closed-form η*/η*_exact).
+        series: dicts with ``label``, ``eta_rel`` (array), ``amplitude`` (array), optional ``collapsed``
+            (bool array: drawn as × above the curves instead of an amplitude), ``measured`` (the measured
+            onset, in units of η*_exact) and ``closed`` (closed-form η*/η*_exact, a ▼ marker at the bottom).
     """
-    fig, ax = plt.subplots(figsize=(7.0, 4.8))
+    fig, ax = plt.subplots(figsize=(7.2, 4.8))
+    amps = np.concatenate([np.asarray(s["amplitude"], float) for s in series])
+    ok = amps[np.isfinite(amps) & (amps > 0)]
+    lo, hi = (ok.min() / 3, ok.max() * 3) if ok.size else (1e-4, 1.0)
     for i, s in enumerate(series):
         color = f"C{i % 10}"
-        ax.plot(s["eta_rel"], s["amplitude"], "o-", color=color, ms=4, label=s["label"])
+        a = np.asarray(s["amplitude"], float).copy()
+        col = np.asarray(s.get("collapsed", np.zeros(len(a), bool)), bool)
+        a[col] = np.nan
+        ax.plot(s["eta_rel"], a, "o-", color=color, ms=4, label=s["label"])
+        if col.any():
+            ax.plot(np.asarray(s["eta_rel"])[col], np.full(col.sum(), hi), "x", color=color, ms=7)
         if s.get("measured") is not None and np.isfinite(s["measured"]):
             ax.axvline(s["measured"], color=color, lw=0.8, ls=":")
         if s.get("closed") is not None and np.isfinite(s["closed"]):
-            ax.plot([s["closed"]], [ax.get_ylim()[0] if False else np.nanmin(s["amplitude"])], "v", color=color,
-                    ms=7)
+            ax.plot([s["closed"]], [lo], "v", color=color, ms=7)
     ax.axvline(1.0, color="k", lw=2, label="exact discrete threshold η*")
     ax.set_yscale("log")
+    ax.set_ylim(lo / 1.5, hi * 1.5)
     ax.set_xlabel("η / η*_exact")
     ax.set_ylabel("late std of p (reward units)")
-    ax.plot([], [], "v", color="0.4", label="closed-form η* (markers)")
+    ax.plot([], [], "v", color="0.4", label="closed-form η* (▼, bottom)")
+    ax.plot([], [], "x", color="0.4", label="escaped to p→1 (×, top)")
     ax.plot([], [], ":", color="0.4", label="measured onset (dotted)")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=2, loc="upper left")
     ax.grid(alpha=0.3, which="both")
     if title:
         ax.set_title(title)
@@ -134,14 +144,15 @@ def mean_trajectory_figure(curves: Sequence[Mapping[str, Any]], *, title: str | 
     for i, c in enumerate(curves):
         color = f"C{i % 10}"
         t = np.asarray(c["t"])
-        ax.fill_between(t, c["mc_mean"] - 2 * c["mc_se"], c["mc_mean"] + 2 * c["mc_se"], color=color, alpha=0.3,
-                        lw=0)
         ax.plot(t, c["mean_field"], "-", color=color, lw=1.5, label=f"{c['label']}: exact finite-G mean field")
+        every = max(1, len(t) // 24)
+        ax.errorbar(t[::every], c["mc_mean"][::every], yerr=2 * c["mc_se"][::every], fmt="o", mfc="none", ms=5,
+                    color=color, lw=1)
         if c.get("infinite_g") is not None:
             ax.plot(t, c["infinite_g"], ":", color=color, lw=1.2)
     handles, labels = ax.get_legend_handles_labels()
-    handles += [plt.Rectangle((0, 0), 1, 1, color="0.6", alpha=0.4), Line2D([], [], ls=":", color="0.3")]
-    labels += ["Monte Carlo mean ± 2 s.e. (bands)", "G → ∞ drift (dotted)"]
+    handles += [Line2D([], [], ls="none", marker="o", mfc="none", color="0.3"), Line2D([], [], ls=":", color="0.3")]
+    labels += ["Monte Carlo mean ± 2 s.e. (circles)", "G → ∞ drift (dotted)"]
     ax.legend(handles, labels, fontsize=8)
     ax.set_xlabel("optimizer step n")
     ax.set_ylabel("mean reward p (probability of the correct arm)")

@@ -72,6 +72,9 @@ def predict_rows(cols: dict[str, np.ndarray], idx: np.ndarray, modes: dict[str, 
             continue
         # distinct (μ, K_0/K_d) pairs only: the exact roots are the expensive part
         pairs, pinv = np.unique(np.stack([mu[sel], ratio[sel]], 1), axis=0, return_inverse=True)
+        # pad to a power-of-two length so that repeated sweeps reuse the compiled root finders
+        size = 1 << int(np.ceil(np.log2(len(pairs))))
+        pairs = np.concatenate([pairs, np.repeat(pairs[-1:], size - len(pairs), axis=0)])
         # float64 locally: in float32 the roots near z = 1 (μ → 1, a → 0) are not resolved and the
         # root finder reports a spurious crossing (e.g. μ = 0.99, K_ref ≥ 8)
         with jax.enable_x64(True):
