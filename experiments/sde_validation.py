@@ -90,7 +90,7 @@ def ensemble_check(n_paths: int, key) -> tuple[dict, list]:
 
 def convergence_check(quick: bool, key):
     p = dyn.OscillatorParams(1.0, 0.5, 1.0, 0.0, 0.5)
-    solvers = ("euler", "heun", "shark") if quick else tuple(sde.SOLVERS)
+    solvers = ("euler", "shark") if quick else tuple(sde.SOLVERS)
     levels = 2.0 ** -np.arange(2, 6 if quick else 7)
     strong = sde.strong_errors(p, 1.0, levels, key=key, n_paths=100 if quick else 400, solver=solvers, ref_dt=levels[-1] / 16)
     # small noise for the weak study: the mean's MC s.e. must resolve the O(Δt²) bias of the SRKs
