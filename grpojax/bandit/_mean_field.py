@@ -96,6 +96,20 @@ def _drift_one(theta: Array, theta_b: Array, cfg: BanditConfig) -> Array:
     return jnp.sum(w * g) - cfg.beta * kl_gradient(theta, cfg)
 
 
+def _drift_only(cfg: BanditConfig) -> BanditConfig:
+    """The config with the static fields the drift does not use normalised (fewer recompilations)."""
+    import dataclasses
+
+    if cfg.max_lag == 1 and cfg.lag == "constant":
+        return cfg
+    new = object.__new__(type(cfg))
+    for f in dataclasses.fields(cfg):
+        object.__setattr__(new, f.name, getattr(cfg, f.name))
+    object.__setattr__(new, "max_lag", 1)
+    object.__setattr__(new, "lag", "constant")
+    return new
+
+
 def _batched(fn: Callable, cfg: BanditConfig, *args):
     """Apply ``fn(*args, cfg)`` (scalar config) over the batch shape of ``cfg`` and ``args``."""
     cfg = cfg.broadcast()
@@ -131,7 +145,7 @@ def mean_drift(p: ArrayLike, config: BanditConfig, *, p_behaviour: ArrayLike | N
     """
     p = jnp.asarray(p, dtype=config.eta.dtype)
     pb = p if p_behaviour is None else jnp.asarray(p_behaviour, dtype=p.dtype)
-    return drift_logit(_logit(p), _logit(pb), config)
+    return drift_logit(_logit(p), _logit(pb), _drift_only(config))
 
 
 def _fixed_theta_one(cfg: BanditConfig) -> Array:
@@ -176,7 +190,7 @@ def fixed_point(config: BanditConfig) -> Array:
         >>> round(th, 4)  # θ* = θ_ref + (1 − 1/G)/β
         1.75
     """
-    return jax.nn.sigmoid(_fixed_point_theta(config))
+    return jax.nn.sigmoid(_fixed_point_theta(_drift_only(config)))
 
 
 def _stiff_one(cfg: BanditConfig):
@@ -199,13 +213,13 @@ def _stiff(config: BanditConfig):
 
 def stiffness(config: BanditConfig) -> tuple[Array, Array]:
     """(K_d, K_0) at the plateau: −∂f/∂θ_b (stale part) and −∂f/∂θ (current-policy part), per step."""
-    _, kd, k0, _ = _stiff(config)
+    _, kd, k0, _ = _stiff(_drift_only(config))
     return kd, k0
 
 
 def gradient_noise(config: BanditConfig) -> Array:
     """Per-sample gradient variance σ² = G·Var_k[g_reward] at p*, in reward units (× (p*(1−p*))²)."""
-    return _stiff(config)[3]
+    return _stiff(_drift_only(config))[3]
 
 
 def oscillator_params(config: BanditConfig) -> OscillatorParams:
@@ -215,7 +229,7 @@ def oscillator_params(config: BanditConfig) -> OscillatorParams:
     ``D = η² σ²`` with σ² from :func:`gradient_noise`, so ``stationary_variance(params, G)`` predicts the
     stationary Var(p) independently of any simulation.
     """
-    t, kd, k0, sig2 = _stiff(config)
+    t, kd, k0, sig2 = _stiff(_drift_only(config))
     return from_hyperparams(config.eta, config.mu, config.k_ref, kd, lag=config.lag, k_instant=k0,
                             noise=jnp.maximum(sig2, 0.0), p_star=jax.nn.sigmoid(t))
 
@@ -279,7 +293,7 @@ def with_fixed_point(config: BanditConfig, p_star: ArrayLike, *, k_instant: Arra
     cfg0 = jax.tree_util.tree_map(lambda x: x, config)
     zero_beta = _replace(cfg0, beta=jnp.zeros_like(config.beta))
     t = _logit(p_star)
-    r_star, r_theta = _calib_terms(zero_beta, t)
+    r_star, r_theta = _calib_terms(_drift_only(zero_beta), t)
     s = p_star * (1.0 - p_star)
     if k_instant is None:
         x = t - _logit(config.p_ref)
