@@ -126,3 +126,20 @@ def test_vectorised_over_mu():
 def test_bad_input(call):
     with pytest.raises(ValueError):
         call()
+
+
+def test_exact_thresholds_are_float64_even_without_x64():
+    import jax
+
+    with jax.enable_x64(False):
+        got = {(mu, d): float(dyn.exact_critical_a(mu, d)) for mu, d in [(0.0, 8), (0.5, 4), (0.99, 16)]}
+        assert jax.numpy.ones(1).dtype == jax.numpy.float32  # the scope of the library's float64 is its own
+    assert got[(0.0, 8)] == pytest.approx(0.18453671892660184, rel=1e-9)
+    assert got[(0.5, 4)] == pytest.approx(float(dyn.exact_critical_a(0.5, 4)), rel=1e-12)
+    assert np.isfinite(got[(0.99, 16)])
+
+
+def test_negative_instant_stiffness():
+    # a destabilising instant term lowers the threshold; K_0/K_d ≤ −1 leaves no restoring force at all
+    assert float(dyn.exact_critical_a(0.9, 4, a0_ratio=-0.3)) < float(dyn.exact_critical_a(0.9, 4))
+    assert float(dyn.exact_critical_a(0.9, 4, a0_ratio=-1.5)) == 0.0

@@ -14,12 +14,15 @@ Linearised at the plateau, with a = η K_d (stale stiffness) and a₀ = η K_0 (
 Spectral radii are reported *per optimizer step* (ρ(P)^{1/K_ref} for periodic refresh) so that both lag
 models are comparable; stable iff < 1. Critical values are found by a log-spaced scan followed by
 bisection, vectorised over μ (and a₀/a) with ``vmap``; the lag length is static.
-Eigenvalues use ``jnp.linalg.eigvals`` (a CPU kernel in JAX); these functions are cheap and are meant
-to run on the host even when the simulations run on an accelerator.
+Eigenvalues use ``jnp.linalg.eigvals`` (a CPU kernel in JAX). The public functions always compute in
+float64 (inside a scoped ``jax.enable_x64(True)``: near a = 0 the dominant root is 1 − O(a), which float32
+cannot resolve) and return NumPy float64 arrays; they are host computations, meant to be called once per
+grid with concrete values, not inside ``jit``.
 """
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 
 import jax
@@ -32,6 +35,18 @@ from grpojax.dynamics._checks import check, check_hyperparams, check_lag
 _SCAN = 160  # log-spaced scan points before bisection
 _BISECT = 60
 _IMAG_TOL = 1e-7
+
+
+def _host_float64(fn):
+    """Run ``fn`` with float64 enabled (scoped, never global) and return NumPy float64/complex128 arrays."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with jax.enable_x64(True):
+            out = fn(*args, **kwargs)
+            return np.asarray(out)
+
+    return wrapper
 
 
 def _check_int(name: str, value, minimum: int) -> int:
@@ -87,6 +102,7 @@ def _radius_periodic_vec(a, mu, a0, k_ref):
     return jnp.vectorize(f)(a, mu, a0)
 
 
+@_host_float64
 def spectral_radius_constant(a: ArrayLike, mu: ArrayLike, d: int, *, a0: ArrayLike = 0.0) -> Array:
     """Per-step spectral radius of the constant-lag recurrence; broadcast over ``a``, ``mu``, ``a0``.
 
@@ -108,6 +124,7 @@ def spectral_radius_constant(a: ArrayLike, mu: ArrayLike, d: int, *, a0: ArrayLi
     return _radius_constant_vec(a, mu, a0, d)
 
 
+@_host_float64
 def spectral_radius_periodic(a: ArrayLike, mu: ArrayLike, k_ref: int, *, a0: ArrayLike = 0.0) -> Array:
     """Per-step spectral radius ρ(P)^{1/K_ref} for periodic refresh; broadcast over ``a``, ``mu``, ``a0``.
 
@@ -128,7 +145,7 @@ def _first_crossing(pred, lo_scan: float, hi_scan: float, dtype):
     grid = jnp.geomspace(lo_scan, hi_scan, _SCAN, dtype=dtype)
     flags = jax.vmap(pred)(grid)
     idx = jnp.argmax(flags)
-    found = flags[idx] & (idx > 0)
+    found = flags[idx]
     hi = grid[idx]
     lo = grid[jnp.maximum(idx - 1, 0)]
 
@@ -139,7 +156,8 @@ def _first_crossing(pred, lo_scan: float, hi_scan: float, dtype):
         return jnp.where(f, lo, mid), jnp.where(f, mid, hi)
 
     lo, hi = jax.lax.fori_loop(0, _BISECT, body, (lo, hi))
-    return jnp.where(found, 0.5 * (lo + hi), jnp.inf)
+    crossing = jnp.where(idx == 0, 0.0, 0.5 * (lo + hi))  # unstable already at the smallest a scanned
+    return jnp.where(found, crossing, jnp.inf)
 
 
 def _scan_range(k_ref: int) -> tuple[float, float]:
@@ -160,6 +178,7 @@ def _critical_vec(mu, a0_ratio, k_ref, lag, kind):
     return jnp.vectorize(one)(mu, a0_ratio)
 
 
+@_host_float64
 def exact_critical_a(mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0_ratio: ArrayLike = 0.0) -> Array:
     """Exact critical a* = η* K_d of the discrete update: the smallest a with spectral radius ≥ 1.
 
@@ -167,10 +186,12 @@ def exact_critical_a(mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0_rat
         mu: momentum (array, broadcast with ``a0_ratio``).
         k_ref: lag d (constant) or refresh interval (periodic), a static integer ≥ 1.
         lag: ``"constant"`` or ``"periodic"``.
-        a0_ratio: K_0 / K_d, held fixed while η grows (0: no instant stiffness).
+        a0_ratio: K_0 / K_d, held fixed while η grows (0: no instant stiffness; negative values, a
+            destabilising instant term, are allowed).
 
     Returns:
-        a* per μ; ``+inf`` if no instability is found for a ≤ 8.
+        a* per μ (NumPy float64); ``0`` when the update is unstable already at the smallest a scanned
+        (e.g. K_0/K_d ≤ −1: no net restoring force), ``+inf`` if no instability is found for a ≤ 8.
 
     Example:
         >>> round(float(exact_critical_a(0.0, 2)) * 2, 3)  # DESIGN.md §1: μ = 0, d = 2 → 1.236
@@ -179,11 +200,12 @@ def exact_critical_a(mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0_rat
     check_lag(lag)
     k_ref = _check_int("k_ref", k_ref, 1)
     check_hyperparams(mu=mu)
-    check("a0_ratio", a0_ratio, lambda x: x >= 0, ">= 0")
-    mu, r = jnp.broadcast_arrays(jnp.asarray(mu) * 1.0, jnp.asarray(a0_ratio) * 1.0)
+    check("a0_ratio", a0_ratio, lambda x: x == x, "finite")
+    mu, r = jnp.broadcast_arrays(jnp.asarray(mu, jnp.float64), jnp.asarray(a0_ratio, jnp.float64))
     return _critical_vec(mu, r, k_ref, lag, "stability")
 
 
+@_host_float64
 def exact_critical_eta(
     mu: ArrayLike, k_ref: int, curvature: ArrayLike, *, lag: str = "constant", k_instant: ArrayLike = 0.0
 ) -> Array:
@@ -195,6 +217,7 @@ def exact_critical_eta(
     return jnp.where(kd > 0, a_star / jnp.where(kd > 0, kd, 1.0), jnp.inf)
 
 
+@_host_float64
 def exact_oscillatory_a(mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0_ratio: ArrayLike = 0.0) -> Array:
     """Smallest a = η K_d at which the dominant root of the discrete update stops being real and positive.
 
@@ -204,11 +227,12 @@ def exact_oscillatory_a(mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0_
     check_lag(lag)
     k_ref = _check_int("k_ref", k_ref, 1)
     check_hyperparams(mu=mu)
-    check("a0_ratio", a0_ratio, lambda x: x >= 0, ">= 0")
-    mu, r = jnp.broadcast_arrays(jnp.asarray(mu) * 1.0, jnp.asarray(a0_ratio) * 1.0)
+    check("a0_ratio", a0_ratio, lambda x: x == x, "finite")
+    mu, r = jnp.broadcast_arrays(jnp.asarray(mu, jnp.float64), jnp.asarray(a0_ratio, jnp.float64))
     return _critical_vec(mu, r, k_ref, lag, "oscillation")
 
 
+@_host_float64
 def dominant_root(a: ArrayLike, mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0: ArrayLike = 0.0) -> Array:
     """Dominant (largest-modulus) root, per step for constant lag and per period for periodic refresh."""
     check_lag(lag)
