@@ -63,6 +63,7 @@ def test_band_and_forecast_shapes(ss_fit):
     assert np.all(np.isfinite(b["obs_q95"][fut]))
 
 
+@pytest.mark.slow
 def test_flat_curve_is_no_learning():
     rng = np.random.default_rng(5)
     steps = np.arange(60.0)
