@@ -53,7 +53,7 @@ def test_state_space_recovers_truth(ss_fit):
         assert key in f.summary["p_star"]
 
 
-@pytest.mark.xfail(reason="failed in the loaded full-suite run of 2026-11-29 (not reproduced in isolation yet); see docs/notes", strict=False)
+@pytest.mark.xfail(reason="known failure (2026-11-29): band['forecast_from'] is None for the state-space fit; to diagnose", strict=False)
 def test_band_and_forecast_shapes(ss_fit):
     b = ss_fit.band
     assert b["steps"].shape == b["mean_q50"].shape == b["obs_q95"].shape
@@ -65,7 +65,7 @@ def test_band_and_forecast_shapes(ss_fit):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="failed in the loaded full-suite run of 2026-11-29 (not reproduced in isolation yet); see docs/notes", strict=False)
+@pytest.mark.xfail(reason="known failure (2026-11-29): the tiny NUTS run on a flat curve reports not_converged before no_learning", strict=False)
 def test_flat_curve_is_no_learning():
     rng = np.random.default_rng(5)
     steps = np.arange(60.0)
