@@ -178,6 +178,16 @@ def _critical_vec(mu, a0_ratio, k_ref, lag, kind):
     return jnp.vectorize(one)(mu, a0_ratio)
 
 
+def _critical(mu, k_ref, lag, a0_ratio, kind):
+    """Validate the inputs of the exact critical-a searches and run the vectorised scan + bisection."""
+    check_lag(lag)
+    k_ref = _check_int("k_ref", k_ref, 1)
+    check_hyperparams(mu=mu)
+    check("a0_ratio", a0_ratio, lambda x: x == x, "finite")
+    mu, r = jnp.broadcast_arrays(jnp.asarray(mu, jnp.float64), jnp.asarray(a0_ratio, jnp.float64))
+    return _critical_vec(mu, r, k_ref, lag, kind)
+
+
 @_host_float64
 def exact_critical_a(mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0_ratio: ArrayLike = 0.0) -> Array:
     """Exact critical a* = η* K_d of the discrete update: the smallest a with spectral radius ≥ 1.
@@ -197,12 +207,7 @@ def exact_critical_a(mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0_rat
         >>> round(float(exact_critical_a(0.0, 2)) * 2, 3)  # DESIGN.md §1: μ = 0, d = 2 → 1.236
         1.236
     """
-    check_lag(lag)
-    k_ref = _check_int("k_ref", k_ref, 1)
-    check_hyperparams(mu=mu)
-    check("a0_ratio", a0_ratio, lambda x: x == x, "finite")
-    mu, r = jnp.broadcast_arrays(jnp.asarray(mu, jnp.float64), jnp.asarray(a0_ratio, jnp.float64))
-    return _critical_vec(mu, r, k_ref, lag, "stability")
+    return _critical(mu, k_ref, lag, a0_ratio, "stability")
 
 
 @_host_float64
@@ -224,12 +229,7 @@ def exact_oscillatory_a(mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0_
     That is the exact overdamped → oscillatory transition (a complex dominant root oscillates with period
     2π/arg z; a negative real one flips sign every step / period).
     """
-    check_lag(lag)
-    k_ref = _check_int("k_ref", k_ref, 1)
-    check_hyperparams(mu=mu)
-    check("a0_ratio", a0_ratio, lambda x: x == x, "finite")
-    mu, r = jnp.broadcast_arrays(jnp.asarray(mu, jnp.float64), jnp.asarray(a0_ratio, jnp.float64))
-    return _critical_vec(mu, r, k_ref, lag, "oscillation")
+    return _critical(mu, k_ref, lag, a0_ratio, "oscillation")
 
 
 @_host_float64
