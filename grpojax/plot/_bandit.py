@@ -69,7 +69,8 @@ def amplitude_figure(series: Sequence[Mapping[str, Any]], *, title: str | None =
             onset, in units of η*_exact) and ``closed`` (closed-form η*/η*_exact, a ▼ marker at the bottom).
     """
     fig, ax = plt.subplots(figsize=(7.2, 4.8))
-    amps = np.concatenate([np.asarray(s["amplitude"], float) for s in series])
+    amps = np.concatenate([np.where(np.asarray(s.get("collapsed", np.zeros(len(s["amplitude"]), bool)), bool),
+                                    np.nan, np.asarray(s["amplitude"], float)) for s in series])
     ok = amps[np.isfinite(amps) & (amps > 0)]
     lo, hi = (ok.min() / 3, ok.max() * 3) if ok.size else (1e-4, 1.0)
     for i, s in enumerate(series):
