@@ -31,7 +31,7 @@ from grpojax.bandit._binomial import binomial, binomial_counter
 from grpojax.bandit._config import BanditConfig
 
 __all__ = ["TwoArmState", "advantage_mass", "reward_gradient", "kl_gradient", "behaviour_logit",
-           "two_arm_init", "two_arm_step", "two_arm_step_counter"]
+           "two_arm_init", "two_arm_step", "two_arm_step_counter", "two_arm_step_batch"]
 
 
 class TwoArmState(NamedTuple):
@@ -144,8 +144,20 @@ def two_arm_step(state: TwoArmState, key: Array) -> tuple[TwoArmState, dict[str,
 
 
 def two_arm_step_counter(state: TwoArmState, key: Array, counter: Array) -> TwoArmState:
-    """:func:`two_arm_step` with counter-based randomness (:func:`binomial_counter`): the sweep's hot loop."""
+    """:func:`two_arm_step` with counter-based randomness (:func:`binomial_counter`)."""
     cfg = state.config
     theta_b, hist = behaviour_logit(state)
     k = binomial_counter(key, counter, cfg.group_size, jax.nn.sigmoid(theta_b), max_n=cfg.max_group)
     return _update(state, theta_b, hist, k)[0]
+
+
+def two_arm_step_batch(state: TwoArmState, key: Array, counter: Array) -> TwoArmState:
+    """:func:`two_arm_step_counter` for a state with a leading batch axis (the sweep's hot loop).
+
+    Identical, row by row, to ``jax.vmap(two_arm_step_counter, (0, None, 0))``; the count sampler sees the
+    whole batch, so its rejection loop runs on the compacted rows that need it (:func:`binomial_counter`).
+    """
+    cfg = state.config
+    theta_b, hist = jax.vmap(behaviour_logit)(state)
+    k = binomial_counter(key, counter, cfg.group_size, jax.nn.sigmoid(theta_b), max_n=cfg.max_group)
+    return jax.vmap(_update)(state, theta_b, hist, k)[0]

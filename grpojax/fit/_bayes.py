@@ -12,8 +12,13 @@ mass matrix), starting every chain from a jittered point fit, and returns a :cla
 - a posterior band of the mean curve and of new observations on a step grid, and (state-space and
   mechanistic models) a Kalman forecast from the filtered state at the last observation.
 
-A curve whose 90% interval of the gain ``p* − p0`` contains 0 gets ``status = "no_learning"``: the
-plateau is then just the level and the rate is unidentified (its posterior is the prior, wide).
+A curve without detectable learning gets ``status = "no_learning"``. Two tests, either suffices:
+the 90% interval of the gain ``p* − p0`` contains 0, or the model comparison against a constant curve
+does not favour a rise (``ΔBIC < FLAT_DELTA_BIC`` of the three-phase point fit, the Laplace approximation
+of the Bayes factor used by :func:`grpojax.fit.fit_laws_batched` too). The second test is needed because
+the iid three-phase posterior of a pure-noise curve can put a fast "rise" on the first few points and so
+exclude 0 from the gain interval. For such a curve the headline ``plateau``, ``gain`` and ``step95`` are
+NaN (nothing is invented); the posterior itself stays in ``summary`` for inspection.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from numpyro.infer import MCMC, NUTS
 from grpojax.dynamics import REGIMES, OscillatorParams, ThreePhase, regime, response_from_rest
 from grpojax.fit._data import check_curve
 from grpojax.fit._kalman import kalman_filter, kalman_forecast, oscillator_transitions, step_intervals
-from grpojax.fit._lsq import _levels, fit_laws_batched
+from grpojax.fit._lsq import FLAT_DELTA_BIC, _levels, fit_laws_batched
 from grpojax.fit._models import (
     MODELS,
     ZETA_RANGE,
@@ -87,9 +92,8 @@ class BayesFit(NamedTuple):
     info: dict
 
 
-def _init_values(model, curve, a_init):
-    """Constrained starting values (normalised units) from the LM three-phase fit."""
-    lf = fit_laws_batched(curve.steps, curve.y[None, :], "three_phase")
+def _init_values(model, curve, a_init, lf):
+    """Constrained starting values (normalised units) from the LM three-phase fit ``lf``."""
     fp = {k: float(v[0]) for k, v in lf.fitted_params.items()}
     ok = all(np.isfinite(list(fp.values())))
     r0 = (fp["r0"] - curve.center) / curve.scale if ok else float(np.nanmean(curve.yn[: max(3, len(curve.yn) // 10)]))
@@ -238,7 +242,8 @@ def fit_bayes(
                 hp["k_instant"])
 
     k_init, k_run, k_band = jax.random.split(key, 3)
-    init = _init_params(model, _init_values(model, curve, a_init), num_chains, k_init, a_loc)
+    lsq = fit_laws_batched(curve.steps, curve.y[None, :], "three_phase")
+    init = _init_params(model, _init_values(model, curve, a_init, lsq), num_chains, k_init, a_loc)
     kernel = NUTS(fn, dense_mass=True, target_accept_prob=target_accept_prob)
     mcmc = MCMC(kernel, num_warmup=int(num_warmup), num_samples=int(num_samples), num_chains=int(num_chains),
                 chain_method=chain_method, progress_bar=progress_bar)
@@ -250,7 +255,7 @@ def fit_bayes(
     runtime = time.perf_counter() - t_start
     divergences = int(np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"]).sum())
     return _summarise(model, curve, post, divergences, runtime, hp, grid, k_band, max_band_draws,
-                      dict(num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, chain_method=chain_method))
+                      float(lsq.delta_bic_flat[0]), dict(num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, chain_method=chain_method))
 
 
 def _dynamics(model, post, curve, hp):
@@ -273,7 +278,7 @@ def _band_grid(curve, forecast_to, band_points, band_steps):
     return np.linspace(curve.t0, end, int(band_points))
 
 
-def _summarise(model, curve, post, divergences, runtime, hp, grid, key, max_band_draws, settings):
+def _summarise(model, curve, post, divergences, runtime, hp, grid, key, max_band_draws, delta_bic_flat, settings):
     latent = list(post)
     c, s = curve.center, curve.scale
     M, C, K, tscale = _dynamics(model, post, curve, hp)
@@ -331,17 +336,25 @@ def _summarise(model, curve, post, divergences, runtime, hp, grid, key, max_band
         warn.append(f"{divergences} divergent transitions")
     converged = not warn
     gain = _quant(raw["gain"])
+    plateau = _quant(raw["p_star"])
     status = "ok" if converged else "not_converged"
+    flat_reasons = []
     if gain["q05"] <= 0.0 <= gain["q95"]:
+        flat_reasons.append("the 90% interval of the gain p* - p0 contains 0")
+    if np.isfinite(delta_bic_flat) and delta_bic_flat < FLAT_DELTA_BIC:
+        flat_reasons.append(f"a constant curve is not worse than a rise (Delta BIC = {delta_bic_flat:.1f} < {FLAT_DELTA_BIC:g})")
+    if flat_reasons:
         status = "no_learning"
-        warn.append("no detectable learning: the 90% interval of the gain p* - p0 contains 0; the rate and "
-                    "regime are not identified (their posterior is close to the prior)")
+        warn.append("no detectable learning: " + " and ".join(flat_reasons) + "; plateau, gain, rate and regime are "
+                    "not identified and are not reported (the posterior stays in summary)")
+        nan = {k: float("nan") for k in gain}
+        gain, plateau, step95 = dict(nan), dict(nan), {**nan, "p_defined": 0.0}
     if not converged:
         warnings.warn(f"{model} NUTS fit did not converge: " + "; ".join(w for w in warn if "learning" not in w), ConvergenceWarning, stacklevel=3)
     band = _band(model, curve, post, raw, M, C, K, tscale, hp, grid, key, max_band_draws)
     info = dict(curve=dict(t0=curve.t0, span=curve.span, center=curve.center, scale=curve.scale, n_obs=int(curve.mask.sum())),
-                hyperparams=hp, max_r_hat=rhat, min_ess_bulk=ess, latent=latent, **settings)
-    return BayesFit(model, status, converged, warn, summary, divergences, p_regime, _quant(raw["p_star"]), gain, step95, band,
+                hyperparams=hp, max_r_hat=rhat, min_ess_bulk=ess, latent=latent, delta_bic_flat=delta_bic_flat, **settings)
+    return BayesFit(model, status, converged, warn, summary, divergences, p_regime, plateau, gain, step95, band,
                     raw, runtime, info)
 
 

@@ -21,7 +21,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from grpojax.bandit import BanditConfig
 from grpojax.bandit._mean_field import _mf_step
-from grpojax.bandit._two_arm import two_arm_init, two_arm_step_counter
+from grpojax.bandit._two_arm import two_arm_init, two_arm_step_batch
 from grpojax.sweep._grid import Grid
 from grpojax.sweep._measure import MEASURED_REGIMES, measure
 from grpojax.sweep._predict import predict_rows
@@ -68,26 +68,32 @@ def _py(x):
     return x.item() if hasattr(x, "item") else x
 
 
-def _trace_one(cfg: BanditConfig, key, row, num_records: int, stride: int, mean_field: bool):
-    st = two_arm_init(cfg)
+def _trace_local(cfg: BanditConfig, rows, key, num_records: int, stride: int, mean_field: bool):
+    """Trace a (device-local) batch: ``scan`` over records of ``scan`` over steps of the batched step."""
+    st = jax.vmap(two_arm_init)(cfg)
+    mf_step = jax.vmap(lambda s: _mf_step(s, None)[0])
 
     def inner(s, n):
         if mean_field:
-            return _mf_step(s, None)[0], None
-        return two_arm_step_counter(s, jax.random.fold_in(key, n), row), None
+            return mf_step(s), None
+        return two_arm_step_batch(s, jax.random.fold_in(key, n), rows), None
 
     def outer(s, j):
         s, _ = jax.lax.scan(inner, s, j * stride + jnp.arange(stride, dtype=jnp.uint32))
         return s, jax.nn.sigmoid(s.theta)
 
     s, trace = jax.lax.scan(outer, st, jnp.arange(num_records, dtype=jnp.uint32))
-    return trace, s.theta, s.velocity
+    return trace.T, s.theta, s.velocity
 
 
 @partial(jax.jit, static_argnames=("num_records", "stride", "mean_field"))
 def _trace_chunk(cfg: BanditConfig, rows, key, *, num_records: int, stride: int, mean_field: bool):
-    # the step key is shared by all rows (unbatched); each row's draws are threefry(step key, row id)
-    return jax.vmap(lambda c, r: _trace_one(c, key, r, num_records, stride, mean_field))(cfg, rows)
+    # Each device runs its own rows (shard_map: no communication); the step key is shared by all rows and
+    # each row's draws are threefry(step key, row id), so results do not depend on the device count.
+    spec = PartitionSpec("configs")
+    local = partial(_trace_local, num_records=num_records, stride=stride, mean_field=mean_field)
+    return jax.shard_map(local, mesh=_mesh(), in_specs=(spec, spec, PartitionSpec()), out_specs=(spec, spec, spec),
+                         check_vma=False)(cfg, rows, key)
 
 
 def _mesh() -> Mesh:
