@@ -148,8 +148,8 @@ def _append(res, args, loads):
              f"Command: `python benchmarks/fit_speed.py --curves {args.curves} --steps {args.steps} --scipy-subset "
              f"{args.scipy_subset} --repeats {args.repeats}{' --skip-nuts' if args.skip_nuts else ''}"
              f"{' --skip-lsq' if args.skip_lsq else ''} --append`",
-             f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, shared with other engineers "
-             f"(1-min load average {loads[0]:.1f} at start, {loads[1]:.1f} at end: timings are inflated and noisy), "
+             f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
+             f"(1-min load average {loads[0]:.1f} at start, {loads[1]:.1f} at end; above ~2 the timings are inflated), "
              f"jax {jax.__version__}, float64.", ""]
     if "lsq" in res:
         r = res["lsq"]

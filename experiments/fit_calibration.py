@@ -4,11 +4,12 @@ Simulates ``N`` (≥ 100) reward curves from the linear SDE observed with noise 
 :func:`grpojax.sde.sample_exact`) with known parameters — ζ ~ U(0.2, 2.5) (under- to overdamped),
 ω₀·span ~ LogNormal(log 8, 0.4), p0 ~ U(0.05, 0.35), p* ~ U(0.55, 0.9), process-noise scale
 s ~ U(0.005, 0.03), observation noise 0.03, 120 steps with 10% of the observations missing — and
-fits all of them with :func:`grpojax.fit.fit_state_space_batched` (NUTS vmapped over curves × chains).
+fits all of them with :func:`grpojax.fit.fit_state_space_batched` (one compiled NUTS program, chains
+vmapped, ``--batch-size`` curves per call).
 Reports the empirical coverage of the equal-tailed 90% intervals of p* and ζ (target 80–97%), with
 a binomial standard error, over all curves and over the converged ones.
 
-Usage: ``python experiments/fit_calibration.py [--quick] [--curves N] [--out DIR]``.
+Usage: ``python experiments/fit_calibration.py [--quick] [--curves N] [--batch-size B] [--out DIR]``.
 """
 
 from __future__ import annotations
@@ -46,19 +47,21 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--curves", type=int, default=None)
+    ap.add_argument("--batch-size", type=int, default=1, help="curves per compiled NUTS call (default 1)")
     ap.add_argument("--out", default=f"out/{NAME}")
     args = ap.parse_args(argv)
     jax.config.update("jax_enable_x64", True)
     from grpojax.cli._common import write_json
     from grpojax.fit import fit_state_space_batched
 
-    n = args.curves or (100 if args.quick else 200)
-    draws = 300 if args.quick else 600
+    n = args.curves or (40 if args.quick else 100)
+    draws = 150 if args.quick else 300
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     steps, Y, truth = simulate(n, 120, seed=0)
-    bp = fit_state_space_batched(steps, Y, key=jax.random.key(1), num_warmup=draws, num_samples=draws, num_chains=2)
+    bp = fit_state_space_batched(steps, Y, key=jax.random.key(1), num_warmup=draws, num_samples=draws, num_chains=2,
+                                 batch_size=args.batch_size, show_progress=True)
     res = {}
     for name in ("p_star", "zeta"):
         d = bp.samples[name].reshape(n, -1)
@@ -69,6 +72,7 @@ def main(argv=None) -> int:
                      "coverage_converged": float(inside[conv].mean()) if conv.any() else float("nan"),
                      "median_width": float(np.median(hi - lo))}
     ok = all(0.80 <= res[k]["coverage"] <= 0.97 for k in res)
+    rmax = np.max(np.stack([bp.r_hat[k] for k in bp.r_hat]), 0)
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -96,11 +100,15 @@ def main(argv=None) -> int:
             "paper": None,
             "measured": (f"{n} curves, 2 chains x {draws} draws each (vmapped NUTS): p* coverage "
                          f"{100 * res['p_star']['coverage']:.0f}% ± {100 * res['p_star']['se']:.0f}, ζ coverage "
-                         f"{100 * res['zeta']['coverage']:.0f}% ± {100 * res['zeta']['se']:.0f}; "
-                         f"{100 * bp.converged.mean():.0f}% of curves met r_hat ≤ 1.01 & ESS ≥ 200"),
+                         f"{100 * res['zeta']['coverage']:.0f}% ± {100 * res['zeta']['se']:.0f}; median 90% width "
+                         f"p* {res['p_star']['median_width']:.2f}, ζ {res['zeta']['median_width']:.2f} (ζ is weakly "
+                         f"identified for overdamped curves); max r_hat per curve: median {np.median(rmax):.3f}, "
+                         f"≤ 1.05 for {100 * np.mean(rmax <= 1.05):.0f}%; {100 * bp.converged.mean():.0f}% met the "
+                         f"strict r_hat ≤ 1.01 & ESS ≥ 100/chain"),
             "verdict": "confirmed" if ok else "refuted",
         }],
         "coverage": res, "n_curves": n, "draws": draws, "converged_frac": float(bp.converged.mean()),
+        "max_r_hat_median": float(np.median(rmax)), "max_r_hat_le_1.05_frac": float(np.mean(rmax <= 1.05)),
         "sampler_s": bp.runtime_s, "runtime_s": time.perf_counter() - t0,
     }
     write_json(out, "summary.json", summary)

@@ -196,8 +196,10 @@ def main(argv=None) -> int:
     sims = _bandit_curves(args.quick)
     curves = [(n, s, y, None) for n, s, y in real] + sims
     verl = None
+    # --quick: one state-space NUTS posterior (the verl score, else the simulated two-arm bandit), not all
+    quick_bayes = next((n for n, *_ in curves if n.startswith("verl") and not n.endswith(":eval")), "bandit-2arm")
     for i, (name, s, y, truth) in enumerate(track(curves, description="fitting curves")):
-        do_bayes = not args.quick  # NUTS compiles take minutes on a loaded 2-core box: full runs only
+        do_bayes = not args.quick or name == quick_bayes
         row, fits = _fit_curve(name, s, y, args.quick, jax.random.fold_in(key, i), out, truth, do_bayes)
         row["source"] = "real" if truth is None and not name.startswith("bandit") else "simulated"
         rows.append(row)

@@ -17,8 +17,17 @@ from grpojax.cli._common import CLIError, err_console
 SUBCOMMANDS = ("predict", "simulate", "sweep", "fit", "diagnose", "train", "reproduce")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``grpojax CMD: error: ...``) instead of usage + error."""
+
+    def error(self, message: str):
+        err_console.print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", markup=False,
+                          highlight=False, soft_wrap=True)
+        self.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="grpojax",
         description="GRPO training dynamics as a predictable damped oscillator.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -46,13 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        err_console.print("grpojax: interrupted")
+        err_console.print("grpojax: interrupted", soft_wrap=True)
         return 130
     except (CLIError, ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         if args.debug:
             raise
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        err_console.print(f"grpojax {args.command}: error: {msg}", markup=False, highlight=False)
+        err_console.print(f"grpojax {args.command}: error: {msg}", markup=False, highlight=False, soft_wrap=True)
         return 2
 
 

@@ -79,3 +79,15 @@ def progress() -> Progress:
         console=err_console,
         transient=False,
     )
+
+
+def add_oscillator_args(p, *, group_size_help: str, instant_help: str) -> None:
+    """The hyperparameters of the oscillator shared by ``predict`` and ``simulate``."""
+    p.add_argument("--eta", type=float, required=True, help="learning rate η > 0")
+    p.add_argument("--mu", type=float, default=0.0, help="heavy-ball momentum μ in [0, 1) (default 0)")
+    p.add_argument("--k-ref", type=int, required=True, help="refresh interval K_ref >= 1 (optimizer steps)")
+    p.add_argument("--curvature", type=float, required=True, help="stale stiffness K_d (measured curvature)")
+    p.add_argument("--k-instant", type=float, default=0.0, help=instant_help)
+    p.add_argument("--lag", choices=("constant", "periodic"), default="constant", help="lag model (default constant)")
+    p.add_argument("--group-size", type=int, default=8, help=group_size_help)
+    p.add_argument("--noise", type=float, default=0.25, help="per-sample gradient noise variance σ² (default 0.25)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from grpojax.cli._common import console, out_dir, write_json
+from grpojax.cli._common import add_oscillator_args, console, out_dir, write_json
 
 EXAMPLE = """Example:
   grpojax predict --eta 0.01 --mu 0.9 --k-ref 4 --curvature 0.5 --p0 0.2 --p-star 0.8 --out out/predict
@@ -20,14 +20,8 @@ def register(sub) -> None:
         "curvature, with the closed-form and the exact discrete stability thresholds.\n\n" + EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--eta", type=float, required=True, help="learning rate η > 0")
-    p.add_argument("--mu", type=float, default=0.0, help="heavy-ball momentum μ in [0, 1) (default 0)")
-    p.add_argument("--k-ref", type=int, required=True, help="refresh interval K_ref >= 1 (optimizer steps)")
-    p.add_argument("--curvature", type=float, required=True, help="stale stiffness K_d (measured curvature)")
-    p.add_argument("--k-instant", type=float, default=0.0, help="instant stiffness K_0 (e.g. KL anchor), default 0")
-    p.add_argument("--lag", choices=("constant", "periodic"), default="constant", help="lag model (default constant)")
-    p.add_argument("--group-size", type=int, default=8, help="group size G for the stationary variance (default 8)")
-    p.add_argument("--noise", type=float, default=0.25, help="per-sample gradient noise variance σ² (default 0.25)")
+    add_oscillator_args(p, group_size_help="group size G for the stationary variance (default 8)",
+                        instant_help="instant stiffness K_0 (e.g. KL anchor), default 0")
     p.add_argument("--p0", type=float, default=0.2, help="initial reward for the trajectory figure (default 0.2)")
     p.add_argument("--p-star", type=float, default=0.8, help="plateau for the trajectory figure (default 0.8)")
     p.add_argument("--steps", type=int, default=0, help="horizon of the figure (default: 8 time constants)")

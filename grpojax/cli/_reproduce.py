@@ -24,12 +24,13 @@ EXPERIMENTS = (
     ("bandit_stability", "Softmax-bandit GRPO: threshold, transition, group size"),
     ("sde_validation", "Stochastic oscillator: diffrax vs exact transition"),
     ("fit_real_runs", "Reward-curve laws and Bayesian fits on real and simulated runs"),
+    ("fit_calibration", "Calibration of the state-space posterior on simulated curves"),
     ("failure_benchmark", "Failure-mode separation on labelled runs"),
     ("grpo_tiny", "GRPO loop on a tiny decoder (tiny-arith)"),
 )
 
 EXAMPLE = """Example:
-  grpojax reproduce --quick --out out/report        # about 10 minutes on a 2-core CPU
+  grpojax reproduce --quick --out out/report        # about 6 minutes on an idle 2-core CPU
   grpojax reproduce --only thresholds_table --out out/report
 """
 
@@ -63,7 +64,8 @@ def _experiments_dir(arg: str | None) -> pathlib.Path:
 
 def _run_one(script: pathlib.Path, out: pathlib.Path, quick: bool) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(script), "--out", str(out)] + (["--quick"] if quick else [])
+    cmd = [sys.executable, str(script), "--out", str(out.resolve())] + (["--quick"] if quick else [])
+    shown = " ".join([os.path.relpath(script), "--out", str(out)] + (["--quick"] if quick else []))
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
     with open(out / "log.txt", "w") as log:
@@ -80,8 +82,8 @@ def _run_one(script: pathlib.Path, out: pathlib.Path, quick: bool) -> dict:
     if proc.returncode != 0 or summary is None:
         tail = (out / "log.txt").read_text().strip().splitlines()[-1:] or ["(no output)"]
         err = f"exit code {proc.returncode}: {tail[0][:300]}" if proc.returncode != 0 else "no summary.json written"
-        return dict(status="failed", error=err, seconds=seconds, command=" ".join(cmd[1:]))
-    return dict(status="ok", summary=summary, seconds=seconds, command=" ".join(cmd[1:]))
+        return dict(status="failed", error=err, seconds=seconds, command=shown)
+    return dict(status="ok", summary=summary, seconds=seconds, command=shown)
 
 
 def _md_escape(x) -> str:

@@ -6,7 +6,7 @@ import argparse
 import math
 import time
 
-from grpojax.cli._common import console, out_dir, progress, write_json
+from grpojax.cli._common import add_oscillator_args, console, out_dir, progress, write_json
 
 EXAMPLE = """Example:
   grpojax simulate --eta 0.05 --mu 0.5 --k-ref 4 --curvature 1.2 --group-size 8 --paths 2000 --out out/simulate
@@ -22,14 +22,8 @@ def register(sub) -> None:
         "Writes simulation.json and ensemble.png.\n\n" + EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--eta", type=float, required=True, help="learning rate η > 0")
-    p.add_argument("--mu", type=float, default=0.0, help="heavy-ball momentum μ in [0, 1) (default 0)")
-    p.add_argument("--k-ref", type=int, required=True, help="refresh interval K_ref >= 1 (optimizer steps)")
-    p.add_argument("--curvature", type=float, required=True, help="stale stiffness K_d (measured curvature)")
-    p.add_argument("--k-instant", type=float, default=0.0, help="instant stiffness K_0, default 0")
-    p.add_argument("--lag", choices=("constant", "periodic"), default="constant", help="lag model (default constant)")
-    p.add_argument("--group-size", type=int, default=8, help="group size G (noise variance D/G; default 8)")
-    p.add_argument("--noise", type=float, default=0.25, help="per-sample gradient noise variance σ² (default 0.25)")
+    add_oscillator_args(p, group_size_help="group size G (noise variance D/G; default 8)",
+                        instant_help="instant stiffness K_0, default 0")
     p.add_argument("--p0", type=float, default=0.2, help="initial reward, at rest (default 0.2)")
     p.add_argument("--p-star", type=float, default=0.8, help="plateau p* (default 0.8)")
     p.add_argument("--paths", type=int, default=1000, help="number of paths (default 1000)")

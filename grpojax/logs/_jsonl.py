@@ -32,7 +32,7 @@ import numpy as np
 
 from grpojax.logs._runlog import LogFormatError, RunLog, warn
 from grpojax.logs._table import TableBuilder
-from grpojax.logs._trl import _read_text, _run_name
+from grpojax.logs._trl import _load_text, _run_name
 
 __all__ = ["read_jsonl", "write_jsonl", "JsonlLogger", "JSONL_VERSION"]
 
@@ -130,11 +130,7 @@ def read_jsonl(path: str | os.PathLike, text: str | None = None) -> list[RunLog]
     Returns:
         One :class:`RunLog` (format ``"jsonl"``, or ``"openrlhf_jsonl"`` for OpenRLHF dumps).
     """
-    path = str(path)
-    if text is None:
-        text = _read_text(path)
-    if not text.strip():
-        raise LogFormatError(path, "empty file")
+    path, text = _load_text(path, text)
     tb = TableBuilder(path)
     meta: dict = {}
     name = _run_name(path)

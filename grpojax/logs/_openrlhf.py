@@ -21,7 +21,7 @@ import re
 
 from grpojax.logs._runlog import LogFormatError
 from grpojax.logs._table import TableBuilder
-from grpojax.logs._trl import _read_text, _run_name
+from grpojax.logs._trl import _load_text, _run_name
 
 __all__ = ["read_openrlhf_console", "looks_like_openrlhf_console"]
 
@@ -44,11 +44,7 @@ def read_openrlhf_console(path: str | os.PathLike, text: str | None = None):
     Returns:
         One :class:`RunLog` (format ``"openrlhf_console"``).
     """
-    path = str(path)
-    if text is None:
-        text = _read_text(path)
-    if not text.strip():
-        raise LogFormatError(path, "empty file")
+    path, text = _load_text(path, text)
     last: dict[int, dict] = {}
     order: list[int] = []
     prev = None

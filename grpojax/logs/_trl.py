@@ -45,11 +45,7 @@ def read_trl_state(path: str | os.PathLike, text: str | None = None):
     Returns:
         One :class:`RunLog` (format ``"trl_state"``).
     """
-    path = str(path)
-    if text is None:
-        text = _read_text(path)
-    if not text.strip():
-        raise LogFormatError(path, "empty file")
+    path, text = _load_text(path, text)
     doc = _load_json(path, text)
     if not isinstance(doc, dict) or "log_history" not in doc:
         raise LogFormatError(path, "JSON without a 'log_history' list (not a trainer_state.json)")
@@ -108,6 +104,16 @@ def _read_text(path: str) -> str:
         raise LogFormatError(path, "is a folder, expected a file") from None
 
 
+def _load_text(path, text: str | None) -> tuple[str, str]:
+    """(path as str, its text): ``text`` if given, else the file's; an empty one is a LogFormatError."""
+    path = str(path)
+    if text is None:
+        text = _read_text(path)
+    if not text.strip():
+        raise LogFormatError(path, "empty file")
+    return path, text
+
+
 # ---------------------------------------------------------------------------------------- console
 _DICT_LINE = re.compile(r"\{'[^'\n]+': [^\n]*\}")
 _TQDM = re.compile(r"\|\s*(\d+)/(\d+)\s*\[")
@@ -147,11 +153,7 @@ def read_trl_console(path: str | os.PathLike, text: str | None = None):
     Returns:
         One :class:`RunLog` (format ``"trl_console"``).
     """
-    path = str(path)
-    if text is None:
-        text = _read_text(path)
-    if not text.strip():
-        raise LogFormatError(path, "empty file")
+    path, text = _load_text(path, text)
     tb = TableBuilder(path)
     meta: dict = {"summary": {}, "group_size": None}
     have_tqdm = False

@@ -20,7 +20,7 @@ import re
 
 from grpojax.logs._runlog import LogFormatError, warn
 from grpojax.logs._table import TableBuilder
-from grpojax.logs._trl import _read_text, _run_name
+from grpojax.logs._trl import _load_text, _run_name
 
 __all__ = ["read_verl_console", "read_verl_jsonl", "looks_like_verl_console"]
 
@@ -56,11 +56,7 @@ def read_verl_console(path: str | os.PathLike, text: str | None = None):
     Returns:
         One :class:`RunLog` (format ``"verl_console"``).
     """
-    path = str(path)
-    if text is None:
-        text = _read_text(path)
-    if not text.strip():
-        raise LogFormatError(path, "empty file")
+    path, text = _load_text(path, text)
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     tb = TableBuilder(path)
@@ -103,11 +99,7 @@ def read_verl_jsonl(path: str | os.PathLike, text: str | None = None):
     Returns:
         One :class:`RunLog` (format ``"verl_jsonl"``).
     """
-    path = str(path)
-    if text is None:
-        text = _read_text(path)
-    if not text.strip():
-        raise LogFormatError(path, "empty file")
+    path, text = _load_text(path, text)
     tb = TableBuilder(path)
     meta: dict = {"group_size": None}
     lines = text.splitlines()

@@ -25,7 +25,7 @@ import numpy as np
 
 from grpojax.logs._runlog import LogFormatError, RunLog, warn
 from grpojax.logs._table import TableBuilder, to_float
-from grpojax.logs._trl import _read_text, _run_name
+from grpojax.logs._trl import _load_text, _run_name
 
 __all__ = ["read_wandb_csv", "merge_runs"]
 
@@ -59,11 +59,7 @@ def read_wandb_csv(path: str | os.PathLike, text: str | None = None, *, require_
     Returns:
         One :class:`RunLog` per run (format ``"wandb_csv"``).
     """
-    path = str(path)
-    if text is None:
-        text = _read_text(path)
-    if not text.strip():
-        raise LogFormatError(path, "empty file")
+    path, text = _load_text(path, text)
     try:
         rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff"))))
     except csv.Error as e:
