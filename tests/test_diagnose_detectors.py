@@ -262,3 +262,13 @@ def test_runlog_input_and_json_roundtrip(tmp_path):
     assert set(back["results"]) == {"reward_hacking", "advantage_degeneracy", "policy_concentration",
                                     "dynamical_instability"}
     assert all("text" in e for r in back["results"].values() for e in r["evidence"])
+
+
+def test_p_unstable_from_fit_forms_and_unidentified_regime():
+    from grpojax.diagnose._diagnose import p_unstable_from_fit
+
+    assert p_unstable_from_fit(None) is None
+    assert p_unstable_from_fit(0.3) == 0.3
+    assert p_unstable_from_fit({"p_regime": {"unstable": 0.7, "overdamped": 0.3}}) == 0.7
+    # a flat curve's fit reports no regime (NaN): no evidence either way, not a NaN probability
+    assert p_unstable_from_fit({"p_regime": {"unstable": float("nan"), "overdamped": float("nan")}}) is None

@@ -21,7 +21,8 @@ def p_unstable_from_fit(fit: Any) -> float | None:
     """Posterior P(C <= 0) from a Bayesian fit result, or ``None`` if it does not carry one.
 
     Accepts a float, a mapping or object with ``p_unstable`` / ``prob_unstable``, or a ``p_regime``
-    / ``P_regime`` / ``regime_probs`` mapping with an ``"unstable"`` entry.
+    / ``P_regime`` / ``regime_probs`` mapping with an ``"unstable"`` entry (NaN there, as for a flat curve
+    whose regime is not identified, gives ``None``).
     """
     if fit is None:
         return None
@@ -35,7 +36,8 @@ def p_unstable_from_fit(fit: Any) -> float | None:
     for k in ("p_regime", "P_regime", "regime_probs", "regime_probabilities"):
         v = get(k)
         if isinstance(v, dict) and "unstable" in v:
-            return float(np.asarray(v["unstable"]))
+            p = float(np.asarray(v["unstable"]))
+            return p if np.isfinite(p) else None  # NaN: the fit identified no regime (no learning)
     return None
 
 

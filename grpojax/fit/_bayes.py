@@ -17,8 +17,8 @@ the 90% interval of the gain ``p* − p0`` contains 0, or the model comparison a
 does not favour a rise (``ΔBIC < FLAT_DELTA_BIC`` of the three-phase point fit, the Laplace approximation
 of the Bayes factor used by :func:`grpojax.fit.fit_laws_batched` too). The second test is needed because
 the iid three-phase posterior of a pure-noise curve can put a fast "rise" on the first few points and so
-exclude 0 from the gain interval. For such a curve the headline ``plateau``, ``gain`` and ``step95`` are
-NaN (nothing is invented); the posterior itself stays in ``summary`` for inspection.
+exclude 0 from the gain interval. For such a curve the headline ``plateau``, ``gain``, ``step95`` and
+``p_regime`` are NaN (nothing is invented); the posterior itself stays in ``summary`` for inspection.
 """
 
 from __future__ import annotations
@@ -349,6 +349,7 @@ def _summarise(model, curve, post, divergences, runtime, hp, grid, key, max_band
                     "not identified and are not reported (the posterior stays in summary)")
         nan = {k: float("nan") for k in gain}
         gain, plateau, step95 = dict(nan), dict(nan), {**nan, "p_defined": 0.0}
+        p_regime = {name: float("nan") for name in p_regime}
     if not converged:
         warnings.warn(f"{model} NUTS fit did not converge: " + "; ".join(w for w in warn if "learning" not in w), ConvergenceWarning, stacklevel=3)
     band = _band(model, curve, post, raw, M, C, K, tscale, hp, grid, key, max_band_draws)
