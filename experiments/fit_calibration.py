@@ -98,14 +98,15 @@ def main(argv=None) -> int:
         "claims": [{
             "claim": "state-space posterior: 90% credible intervals of p* and ζ cover the truth in 80-97% of simulated curves",
             "paper": None,
-            "measured": (f"{n} curves, 2 chains x {draws} draws each (vmapped NUTS): p* coverage "
+            "measured": (f"{n} curves, 2 chains x {draws} draws each (NUTS per curve): p* coverage "
                          f"{100 * res['p_star']['coverage']:.0f}% ± {100 * res['p_star']['se']:.0f}, ζ coverage "
                          f"{100 * res['zeta']['coverage']:.0f}% ± {100 * res['zeta']['se']:.0f}; median 90% width "
                          f"p* {res['p_star']['median_width']:.2f}, ζ {res['zeta']['median_width']:.2f} (ζ is weakly "
                          f"identified for overdamped curves); max r_hat per curve: median {np.median(rmax):.3f}, "
                          f"≤ 1.05 for {100 * np.mean(rmax <= 1.05):.0f}%; {100 * bp.converged.mean():.0f}% met the "
                          f"strict r_hat ≤ 1.01 & ESS ≥ 100/chain"),
-            "verdict": "confirmed" if ok else "refuted",
+            # coverage in the band with chains that mostly mixed (median max r_hat ≤ 1.05); else partial
+            "verdict": ("confirmed" if np.median(rmax) <= 1.05 else "partial") if ok else "refuted",
         }],
         "coverage": res, "n_curves": n, "draws": draws, "converged_frac": float(bp.converged.mean()),
         "max_r_hat_median": float(np.median(rmax)), "max_r_hat_le_1.05_frac": float(np.mean(rmax <= 1.05)),

@@ -278,7 +278,7 @@ def _claims(rows, mixture):
             e = {law: r["forecast"].get(f"{law}@{frac}", {}).get("rmse") for law in LAW_NAMES}
             if all(v is not None for v in e.values()):
                 parts.append(f"f={frac}: " + ", ".join(f"{law[:3]} {v:.3g}" for law, v in e.items()))
-        fc.append(f"{r['curve']}: " + " | ".join(parts))
+        fc.append(f"{r['curve']}: " + (" | ".join(parts) if parts else "too few points for a prefix forecast"))
     claims.append({"claim": "forecast RMSE from the first 30% / 50% of the steps, per law", "paper": None,
                    "measured": "; ".join(fc), "verdict": "partial"})
     verl = [r for r in real if r["curve"].startswith("verl") and not r["curve"].endswith(":eval")]
