@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import re
+import sys
 import warnings
 
 from grpojax.cli._common import CLIError, console, err_console, out_dir, write_json
@@ -95,7 +96,7 @@ def _bayes_fit(r, args):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fit = fit_bayes(s, y, model=args.bayes, key=jax.random.key(args.seed), num_warmup=n, num_samples=n,
-                        num_chains=2)
+                        num_chains=2, progress_bar=sys.stderr.isatty())
     console.print(f"{r.name}: NUTS {args.bayes} fit, P(regime) = "
                   + ", ".join(f"{k} {v:.2f}" for k, v in fit.p_regime.items())
                   + ("" if fit.converged else " (not converged: " + "; ".join(fit.warnings)[:200] + ")"))

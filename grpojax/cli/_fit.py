@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 import warnings
 
 
@@ -94,7 +95,9 @@ def run(args) -> int:
     out = out_dir(args.out)
     report = {"log": str(args.log), "metric": args.metric, "runs": {}}
     key = jax.random.key(args.seed)
-    nuts = dict(num_chains=args.chains, num_samples=args.draws, num_warmup=args.warmup, hyperparams=hp)
+    # numpyro's progress bar (stderr) when a person is watching; silent in pipes, logs and tests
+    nuts = dict(num_chains=args.chains, num_samples=args.draws, num_warmup=args.warmup, hyperparams=hp,
+                progress_bar=sys.stderr.isatty())
     from rich.table import Table  # noqa: PLC0415
 
     table = Table(title=f"grpojax fit: {args.log}")
