@@ -144,8 +144,10 @@ def _seed(law_name: str, t, y, w):
 
 
 _NORMAL_CHOLESKY = lx.Normal(lx.Cholesky())
-"""LM's damped step by the normal equations (JᵀJ + λI, 3–4 parameters) with Cholesky: under vmap the
-default QR of the (T × k) Jacobian is a LAPACK call per curve and dominated the cost of a batched fit."""
+"""LM's damped step by the normal equations (JᵀJ + λI, 3–4 parameters) with Cholesky instead of the
+default QR of the (T × k) Jacobian: ~9% faster batched (2,000 curves, 100 iterations: 12.0 → 11.0 s); the
+squared condition number is harmless for 3–4 well-scaled parameters in normalised units (the real-log R²
+values of ``experiments/fit_real_runs.py`` in float32 did not change)."""
 
 
 def _fit_one(law_name: str, max_steps: int, rtol: float, t, y, w):
