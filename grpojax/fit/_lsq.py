@@ -145,7 +145,7 @@ def _seed(law_name: str, t, y, w):
 
 _NORMAL_CHOLESKY = lx.Normal(lx.Cholesky())
 """LM's damped step by the normal equations (JᵀJ + λI, 3–4 parameters) with Cholesky instead of the
-default QR of the (T × k) Jacobian: ~9% faster batched (2,000 curves, 100 iterations: 12.0 → 11.0 s); the
+default QR of the (T × k) Jacobian: a little faster under vmap (~9% in a one-off timing, not a benchmark); the
 squared condition number is harmless for 3–4 well-scaled parameters in normalised units (the real-log R²
 values of ``experiments/fit_real_runs.py`` in float32 did not change)."""
 
