@@ -1,8 +1,9 @@
 """Run a grid of two-arm bandit configurations in one compiled, vmapped, sharded call per chunk.
 
 Rows are grouped by static mode; each group is cut into equal chunks (padded, so one compilation serves
-all chunks) whose leading axis is sharded over a 1-D mesh of all devices with
-``NamedSharding(mesh, P("configs"))``. Every row's randomness is ``threefry(fold_in(key, step), row)``, so results do not
+all chunks) whose leading axis is placed with ``NamedSharding(mesh, P("configs"))`` on a 1-D mesh of all
+devices; inside the compiled call ``shard_map`` lets each device step its own rows, batched, with no
+communication. Every row's randomness is ``threefry(fold_in(key, step), (row, draw))``, so results do not
 depend on the chunk size or the number of devices. Each row records ``p`` every ``stride`` steps; summary
 statistics and the measured regime are computed from that trace (:mod:`grpojax.sweep._measure`).
 """
