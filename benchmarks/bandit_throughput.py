@@ -27,22 +27,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
 
-def _devices_from_argv(argv) -> int:
-    for i, a in enumerate(argv):
-        if a == "--devices" and i + 1 < len(argv):
-            return int(argv[i + 1])
-        if a.startswith("--devices="):
-            return int(a.split("=", 1)[1])
-    return os.cpu_count() or 1
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", type=int, default=10000)
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--numpy-steps", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--devices", type=int, default=os.cpu_count() or 1,
+                    help="CPU devices to expose (default: one per core); read before JAX starts")
+    return ap
 
 
 if __name__ == "__main__":  # must happen before JAX initialises its backends
+    _devices = _parser().parse_known_args()[0].devices
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               f" --xla_force_host_platform_device_count={_devices_from_argv(sys.argv)}").strip()
+                               f" --xla_force_host_platform_device_count={_devices}").strip()
 
 import jax
 import jax.numpy as jnp
@@ -136,13 +138,7 @@ def _parts(cfg: BanditConfig, steps: int):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--configs", type=int, default=10000)
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--numpy-steps", type=int, default=100)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--devices", type=int, default=os.cpu_count() or 1,
-                    help="CPU devices to expose (default: one per core); read before JAX starts")
+    ap = _parser()
     args = ap.parse_args(argv)
     N, T = args.configs, args.steps
     print(f"# bandit_throughput: {N} configurations, {T} steps (NumPy {args.numpy_steps}), repeats {args.repeats}; "

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
+
+from grpojax._progress import progress as _progress
 
 console = Console(stderr=False)
 err_console = Console(stderr=True)
@@ -70,15 +72,8 @@ def write_json(directory: str | pathlib.Path, name: str, obj: Any) -> pathlib.Pa
 
 
 def progress() -> Progress:
-    """A rich progress bar with the project's columns (use as a context manager)."""
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=False,
-    )
+    """The project's progress bar on stderr (use as a context manager)."""
+    return _progress(err_console)
 
 
 def add_oscillator_args(p, *, group_size_help: str, instant_help: str) -> None:

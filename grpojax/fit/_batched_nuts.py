@@ -100,17 +100,6 @@ def _run(init, ys, uniq, index, num_warmup, num_samples, dense_mass, keys):
     return f(init, ys, keys)
 
 
-def _progress(show: bool, total: int):
-    if not show:
-        return None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    p = Progress(TextColumn("[bold]NUTS curves"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    p.start()
-    p.add_task("curves", total=total)
-    return p
-
-
 def fit_state_space_batched(steps, Y, *, key, num_warmup: int = 500, num_samples: int = 500, num_chains: int = 2,
                             dense_mass: bool = True, batch_size: int = 1, show_progress: bool = False
                             ) -> BatchedPosterior:
@@ -160,7 +149,13 @@ def fit_state_space_batched(steps, Y, *, key, num_warmup: int = 500, num_samples
     B = min(int(batch_size), N)
     t0 = time.perf_counter()
     zs_parts, div_parts = [], []
-    pbar = _progress(show_progress, N)
+    pbar = None
+    if show_progress:
+        from grpojax._progress import progress  # noqa: PLC0415
+
+        pbar = progress()
+        pbar.start()
+        pbar.add_task("NUTS curves", total=N)
     try:
         for lo in range(0, N, B):
             sel = np.minimum(np.arange(lo, lo + B), N - 1)  # the last batch repeats its final curve

@@ -171,10 +171,9 @@ def run_sweep(grid: Grid, num_steps: int, *, key, stride: int | None = None, chu
     t0 = time.perf_counter()
     pbar = None
     if show_progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from grpojax._progress import progress
 
-        pbar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn())
+        pbar = progress()
         pbar.start()
         task = pbar.add_task("sweep", total=N)
     try:
