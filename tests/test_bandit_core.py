@@ -113,6 +113,70 @@ def test_binomial_counter_compacted_batch_equals_per_element():
     assert _chi2_pvalue(big, 1024, 0.3) > 1e-3
 
 
+def test_threefry_matches_jax():
+    """The fusable jnp Threefry-2x32 is bit-identical to JAX's own (custom-call) implementation."""
+    from jax.extend.random import threefry_2x32
+
+    from grpojax.bandit._threefry import threefry2x32
+
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        kd = rng.integers(0, 2**32, 2, dtype=np.uint32)
+        x = rng.integers(0, 2**32, (2, 1001), dtype=np.uint32)
+        ref = np.asarray(threefry_2x32(jnp.asarray(kd), jnp.asarray(x.ravel()))).reshape(2, -1)
+        y0, y1 = jax.jit(threefry2x32)(kd[0], kd[1], x[0], x[1])
+        np.testing.assert_array_equal(np.asarray(y0), ref[0])
+        np.testing.assert_array_equal(np.asarray(y1), ref[1])
+
+
+@pytest.mark.parametrize("m", [1, 63, 64, 65, 1000, 4097])
+def test_prefix_count_equals_cumsum(m):
+    from grpojax.bandit._binomial import _prefix_count
+
+    mask = np.random.default_rng(m).random(m) < 0.3
+    np.testing.assert_array_equal(np.asarray(jax.jit(_prefix_count)(mask)), np.cumsum(mask))
+
+
+def test_binomial_counter_table_and_overflow_paths_equal_per_element(monkeypatch):
+    """With a static max_n (log-factorial table in BTRS's exact test) and with buffers far too small
+    (every level gathers several times), the batch path still gives exactly the per-element draws."""
+    from grpojax.bandit import _binomial as B
+
+    rng = np.random.default_rng(2)
+    m = 2000
+    n = rng.choice([0.0, 30.0, 100.0, 700.0, 1024.0], m)
+    p = rng.uniform(0, 1, m)
+    rows = np.arange(m, dtype=np.uint32)
+    key = jax.random.key(8)
+
+    def both():
+        batch = np.asarray(jax.jit(lambda r, nn, pp: B.binomial_counter(key, r, nn, pp, max_n=1024))(rows, n, p))
+        each = np.asarray(jax.jit(jax.vmap(lambda r, nn, pp: B.binomial_counter(key, r, nn, pp, max_n=1024)))(
+            rows, n, p))
+        return batch, each
+
+    batch, each = both()
+    np.testing.assert_array_equal(batch, each)
+    monkeypatch.setattr(B, "_LEVELS", ((400, 1), (1000, 1)))  # caps of 64 for ~600 pending elements
+    tiny, _ = both()
+    np.testing.assert_array_equal(tiny, each)
+    # the table changes only rounding in the exact test: draws agree with the Stirling path almost always
+    stirling = np.asarray(jax.jit(lambda r, nn, pp: B.binomial_counter(key, r, nn, pp))(rows, n, p))
+    assert np.mean(stirling == batch) > 0.999
+    big = np.asarray(jax.jit(lambda r: B.binomial_counter(jax.random.key(4), r, 1024.0, np.full(40000, 0.37),
+                                                          max_n=1024))(np.arange(40000)))
+    assert _chi2_pvalue(big, 1024, 0.37) > 1e-3
+
+
+def test_sigmoid_pair_is_accurate_at_extremes():
+    from grpojax.bandit._two_arm import _pq
+
+    theta = jnp.asarray([-80.0, -20.0, -1e-3, 0.0, 1e-3, 3.0, 20.0, 80.0])
+    p, pm = _pq(theta)
+    np.testing.assert_allclose(np.asarray(p), np.asarray(jax.nn.sigmoid(theta)), rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(pm), np.asarray(jax.nn.sigmoid(-theta)), rtol=1e-14)
+
+
 @pytest.mark.parametrize(
     "kwargs,match",
     [

@@ -239,7 +239,7 @@ def _mf_step(state: TwoArmState, _):
     theta_b, hist = behaviour_logit(state)
     g = _drift_one(state.theta, theta_b, cfg)
     v = cfg.mu * state.velocity + g
-    new = TwoArmState(state.theta + cfg.eta * v, v, hist, state.step + 1, cfg)
+    new = TwoArmState(state.theta + cfg.eta * v, v, hist, state.step + 1, state.theta_ref, cfg)
     return new, jax.nn.sigmoid(state.theta)
 
 

@@ -43,6 +43,8 @@ class TwoArmState(NamedTuple):
         history: ``(max_lag,)`` ring buffer of past logits (constant lag: θ_{n−L..n−1} at index m mod L;
             periodic: slot 0 holds the behaviour snapshot).
         step: step counter n (int32).
+        theta_ref: logit of the KL anchor, logit(p_ref) (fixed by :func:`two_arm_init`, so that the hot
+            loop does not recompute two logarithms per step).
         config: the :class:`BanditConfig`.
     """
 
@@ -50,11 +52,24 @@ class TwoArmState(NamedTuple):
     velocity: Array
     history: Array
     step: Array
+    theta_ref: Array
     config: BanditConfig
 
 
+_UNROLL_MAX_LAG = 64
+
+
 def _pq(theta: Array) -> tuple[Array, Array]:
-    return jax.nn.sigmoid(theta), jax.nn.sigmoid(-theta)
+    """(σ(θ), σ(−θ)) from one exponential, both to full relative precision."""
+    e = jnp.exp(-jnp.abs(theta))
+    big = 1.0 / (1.0 + e)
+    small = e * big
+    pos = theta >= 0
+    return jnp.where(pos, big, small), jnp.where(pos, small, big)
+
+
+def _logit(p: Array) -> Array:
+    return jnp.log(p) - jnp.log1p(-p)
 
 
 def advantage_mass(k: Array, config: BanditConfig) -> Array:
@@ -91,18 +106,19 @@ def reward_gradient(k: Array, theta: Array, theta_b: Array, config: BanditConfig
     return W * p * pm * (keep_c / pb + keep_w / pbm)
 
 
-def kl_gradient(theta: Array, config: BanditConfig) -> Array:
-    """∂_θ KL(π_θ‖π_ref) = p(1 − p)(θ − θ_ref) for the two-arm policy."""
+def kl_gradient(theta: Array, config: BanditConfig, theta_ref: Array | None = None) -> Array:
+    """∂_θ KL(π_θ‖π_ref) = p(1 − p)(θ − θ_ref) for the two-arm policy (θ_ref = logit(p_ref) unless given)."""
     p, pm = _pq(theta)
-    theta_ref = jnp.log(config.p_ref) - jnp.log1p(-config.p_ref)
+    theta_ref = _logit(config.p_ref) if theta_ref is None else theta_ref
     return p * pm * (theta - theta_ref)
 
 
 def two_arm_init(config: BanditConfig) -> TwoArmState:
     """State at rest at θ_0 = logit(p_init) with the whole history equal to θ_0."""
-    theta0 = jnp.log(config.p_init) - jnp.log1p(-config.p_init)
+    theta0 = _logit(config.p_init)
     hist = jnp.broadcast_to(theta0[..., None], theta0.shape + (config.max_lag,))
-    return TwoArmState(theta0, jnp.zeros_like(theta0), hist, jnp.zeros(theta0.shape, jnp.int32), config)
+    theta_ref = jnp.broadcast_to(_logit(config.p_ref), theta0.shape)
+    return TwoArmState(theta0, jnp.zeros_like(theta0), hist, jnp.zeros(theta0.shape, jnp.int32), theta_ref, config)
 
 
 def behaviour_logit(state: TwoArmState) -> tuple[Array, Array]:
@@ -115,8 +131,11 @@ def behaviour_logit(state: TwoArmState) -> tuple[Array, Array]:
     n, L = state.step, cfg.max_lag
     slots = jnp.arange(L)
     if cfg.lag == "constant":
-        read = slots == jnp.mod(n - cfg.k_ref, L)
-        theta_b = jnp.sum(jnp.where(read, state.history, 0.0))
+        read = jnp.mod(n - cfg.k_ref, L)
+        if L <= _UNROLL_MAX_LAG:  # a sum of L selects fuses with the step; a reduction would not
+            theta_b = sum(jnp.where(read == j, state.history[j], 0.0) for j in range(L))
+        else:
+            theta_b = jnp.sum(jnp.where(slots == read, state.history, 0.0))
         hist = jnp.where(slots == jnp.mod(n, L), state.theta, state.history)
     else:
         theta_b = jnp.where(jnp.mod(n, cfg.k_ref) == 0, state.theta, state.history[0])
@@ -128,9 +147,9 @@ def _update(state: TwoArmState, theta_b: Array, hist: Array, k: Array) -> tuple[
     cfg = state.config
     theta = state.theta
     g_r = reward_gradient(k, theta, theta_b, cfg)
-    g = g_r - cfg.beta * kl_gradient(theta, cfg)
+    g = g_r - cfg.beta * kl_gradient(theta, cfg, state.theta_ref)
     v = cfg.mu * state.velocity + g
-    new = TwoArmState(theta + cfg.eta * v, v, hist, state.step + 1, cfg)
+    new = TwoArmState(theta + cfg.eta * v, v, hist, state.step + 1, state.theta_ref, cfg)
     metrics = dict(k=k, p=jax.nn.sigmoid(theta), theta=theta, theta_b=theta_b, g=g)
     return new, metrics
 
