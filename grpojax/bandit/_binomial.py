@@ -79,8 +79,7 @@ def _inversion(u: Array, n: Array, p: Array, active: Array) -> Array:
         return k_new, pmf_new, cdf_new, done_new
 
     done0 = (~active) | (pmf0 >= u) | (n <= 0)
-    k, _, _, _ = jax.lax.while_loop(cond, body, (k0, pmf0, pmf0, done0))
-    return k
+    return jax.lax.while_loop(cond, body, (k0, pmf0, pmf0, done0))[0]
 
 
 _HALF_LN_2PI = 0.9189385332046727
@@ -197,6 +196,30 @@ def _prefix_count(mask: Array) -> Array:
     return (within + (jnp.cumsum(totals) - totals)[:, None]).reshape(-1)[:m]
 
 
+def _drain(pending: Array, cap: int, finish, out: Array, args: tuple[Array, ...]) -> Array:
+    """Compute ``out`` for the pending entries of a flat batch on compacted buffers of static size ``cap``.
+
+    The pending entries are gathered in order (prefix count + one scatter of their indices) into a
+    buffer, ``finish(*buffer_args, valid)`` computes their values there, and those are scattered back;
+    repeated while entries are left (when more than ``cap`` are pending). With none pending it costs one
+    reduction.
+    """
+    m = pending.shape[0]
+    cap = min(m, cap)
+
+    def body(st):
+        out, pending = st
+        pos = _prefix_count(pending) - 1
+        take = pending & (pos < cap)
+        idx = jnp.full(cap, m, jnp.int32).at[jnp.where(take, pos, cap)].set(jnp.arange(m, dtype=jnp.int32),
+                                                                             mode="drop")
+        t = jnp.minimum(idx, m - 1)
+        vals = finish(*(x[t] for x in args), idx < m)
+        return out.at[idx].set(vals, mode="drop"), pending & ~take
+
+    return jax.lax.while_loop(lambda st: jnp.any(st[1]), body, (out, pending))[0]
+
+
 _LEVELS = ((2, 2), (16, 2))
 """Buffers of :func:`_btrs_compact`: (divisor of N, BTRS rounds run there) per level; below the last, a
 ``while_loop`` on a buffer of N/256 (at least 64) runs until every element is accepted."""
@@ -207,39 +230,21 @@ def _btrs_compact(bits, counter: Array, n: Array, p: Array, active: Array, lf=_l
 
     ``bits(i, counter)`` gives the uniforms of proposal ``i`` (``i`` may be an array). Every element's
     first proposal is tested with the squeeze alone (no logarithm), which accepts ~70% of them at
-    G = 1024. The others are gathered into a buffer of N/2 where two full BTRS rounds run (the exact test
-    of proposal 1, then proposal 2: ~2% of N left); those left go to a buffer of N/16 for two more rounds,
-    and the last few to a ``while_loop`` on a small buffer. A level whose buffer overflows gathers again.
-    Every element so accepts the first of *its* proposals that BTRS accepts, exactly as in :func:`_btrs`
-    (tested for equality); only the work differs: a ``while_loop`` over the whole batch runs as many
-    full-batch rounds as the slowest element needs (5–6 for 10⁴ elements).
+    G = 1024. The others are gathered (:func:`_drain`) into a buffer of N/2 where two full BTRS rounds
+    run (the exact test of proposal 1, then proposal 2: ~2% of N left); those left go to a buffer of N/16
+    for two more rounds, and the last few to a ``while_loop`` on a small buffer. Every element so accepts
+    the first of *its* proposals that BTRS accepts, exactly as in :func:`_btrs` (tested for equality);
+    only the work differs: a ``while_loop`` over the whole batch runs as many full-batch rounds as the
+    slowest element needs (5–6 for 10⁴ elements).
     """
     N = n.shape[0]
     caps = [max(64, N // d) for d, _ in _LEVELS] + [max(64, N // 256)]
     rounds = [r for _, r in _LEVELS] + [None]
 
-    def drain(level, cnt, nn, pp, k, pending, nxt):
-        """Finish every pending element: gather them into the level's buffer, as often as needed."""
-        m = nn.shape[0]
-        cap = min(m, caps[level])
-
-        def body(st):
-            k, pending = st
-            pos = _prefix_count(pending) - 1
-            take = pending & (pos < cap)
-            idx = jnp.full(cap, m, jnp.int32).at[jnp.where(take, pos, cap)].set(
-                jnp.arange(m, dtype=jnp.int32), mode="drop")
-            t = jnp.minimum(idx, m - 1)
-            ks = finish(level, cnt[t], nn[t], pp[t], idx < m, None if nxt is None else nxt[t])
-            return k.at[idx].set(ks, mode="drop"), pending & ~take
-
-        return jax.lax.while_loop(lambda st: jnp.any(st[1]), body, (k, pending))[0]
-
-    def finish(level, cnt, nn, pp, pending, nxt):
-        """BTRS from proposal ``nxt`` (1 if None) until every pending element of a buffer is accepted."""
+    def finish(level, cnt, nn, pp, nxt, pending):
+        """BTRS from proposal ``nxt`` until every pending element of a buffer is accepted."""
         consts = _btrs_consts(nn, pp, pending, lf)
         k = jnp.zeros_like(nn)
-        nxt = jnp.ones(nn.shape, jnp.uint32) if nxt is None else nxt
         if rounds[level] is None:
             def body(st):
                 k, pending, nxt = st
@@ -252,12 +257,17 @@ def _btrs_compact(bits, counter: Array, n: Array, p: Array, active: Array, lf=_l
             k = jnp.where(pending & accept, kk, k)
             pending = pending & ~accept
             nxt = nxt + 1
-        return drain(level + 1, cnt, nn, pp, k, pending, nxt)
+        return _drain(pending, caps[level + 1], lambda *a: finish(level + 1, *a), k, (cnt, nn, pp, nxt))
 
     safe_n, _, _, a, b, c, v_r = _btrs_shape(n, p, active)
     kk, _, inside, squeeze = _btrs_proposal(*bits(1, counter), a, b, c, v_r, safe_n)
     first = inside & squeeze
-    return drain(0, counter, n, p, jnp.where(active & first, kk, jnp.zeros_like(n)), active & ~first, None)
+    k0 = jnp.where(active & first, kk, jnp.zeros_like(n))
+
+    def finish0(cnt, nn, pp, pending):  # the squeeze-rejected first proposal is re-tested in full
+        return finish(0, cnt, nn, pp, jnp.ones(nn.shape, jnp.uint32), pending)
+
+    return _drain(active & ~first, caps[0], finish0, k0, (counter, n, p))
 
 
 def _bits_to_unit(bits: Array, dtype) -> Array:
@@ -267,23 +277,44 @@ def _bits_to_unit(bits: Array, dtype) -> Array:
     return (bits >> 8).astype(dtype) * (2.0**-24)
 
 
-def _sample(uniforms, n: Array, p: Array, max_n: int | None, btrs=None) -> Array:
-    dtype = p.dtype
-    valid = jnp.isfinite(p) & jnp.isfinite(n) & (n >= 0)  # a diverged element never stalls the loops
+def _canonical(n: Array, p: Array):
+    """(valid, n, flip, p ≤ 1/2): non-finite elements get n = 0 (so they never stall a loop)."""
+    valid = jnp.isfinite(p) & jnp.isfinite(n) & (n >= 0)
     n = jnp.where(valid, n, 0.0)
     flip = p > 0.5
     pp = jnp.clip(jnp.where(valid, jnp.where(flip, 1.0 - p, p), 0.0), 0.0, 0.5)
+    return valid, n, flip, pp
+
+
+def _restore(k: Array, valid: Array, n: Array, flip: Array, pp: Array) -> Array:
+    k = jnp.where(pp <= 0, 0.0, k)
+    return jnp.where(valid, jnp.where(flip, n - k, k), jnp.nan)
+
+
+def _sample(uniforms, n: Array, p: Array, max_n: int | None) -> Array:
+    valid, n, flip, pp = _canonical(n, p)
     u = uniforms(0)[0]
     if max_n is not None and int(max_n) <= TABLE_MAX_N:  # one uniform, no loop
         k = _table_inversion(u, n, pp, int(max_n))
     else:
         small = n * pp < INVERSION_MAX_MEAN
         k_small = _inversion(u, n, pp, small)
-        lf = _log_factorial_fn(max_n, dtype)
-        k_large = _btrs(uniforms, n, pp, ~small, lf) if btrs is None else btrs(n, pp, ~small, lf)
+        k_large = _btrs(uniforms, n, pp, ~small, _log_factorial_fn(max_n, p.dtype))
         k = jnp.where(small, k_small, k_large)
-    k = jnp.where(pp <= 0, 0.0, k)
-    return jnp.where(valid, jnp.where(flip, n - k, k), jnp.nan)
+    return _restore(k, valid, n, flip, pp)
+
+
+def _sample_flat(bits, counter: Array, n: Array, p: Array, max_n: int | None) -> Array:
+    """:func:`_sample` for a flat batch: same draws, but the loops run on compacted buffers (:func:`_drain`)."""
+    valid, n, flip, pp = _canonical(n, p)
+    if max_n is not None and int(max_n) <= TABLE_MAX_N:
+        k = _table_inversion(bits(0, counter)[0], n, pp, int(max_n))
+    else:
+        small = n * pp < INVERSION_MAX_MEAN
+        k = _btrs_compact(bits, counter, n, pp, ~small, _log_factorial_fn(max_n, p.dtype))
+        k = _drain(small, max(64, n.shape[0] // 2),
+                   lambda cnt, nn, pq, act: _inversion(bits(0, cnt)[0], nn, pq, act), k, (counter, n, pp))
+    return _restore(k, valid, n, flip, pp)
 
 
 def _prepare(n, p):
@@ -352,8 +383,4 @@ def binomial_counter(key: Array, counter: ArrayLike, n: ArrayLike, p: ArrayLike,
 
     if c.shape[0] < COMPACT_MIN:
         return _sample(uniforms, n, p, max_n)
-
-    def btrs(nn, pp, active, lf):
-        return _btrs_compact(bits, c, nn.ravel(), pp.ravel(), active.ravel(), lf).reshape(n.shape)
-
-    return _sample(uniforms, n, p, max_n, btrs)
+    return _sample_flat(bits, c, n.ravel(), p.ravel(), max_n).reshape(n.shape)
