@@ -3,9 +3,10 @@
 Runs ``binomial_counter`` on N elements for T steps (one device, one jitted ``scan``), and the same work cut
 off after each stage, so that differences of the per-element times are the cost of each stage:
 
-0. first proposal + squeeze on every element (threefry hash included);
-1. + compaction of the left-over elements (prefix sum + scatter) into a buffer of N/2;
-2. + the whole sampler (BTRS retries on the buffer, scatter back, inversion path check).
+- the counter hash alone: JAX's ``threefry_2x32`` (a C++ custom call on CPU) vs grpojax's jnp version;
+0. first proposal + squeeze on every element (jnp Threefry hash included);
+1. + gathering the ~30% left-over elements into a buffer of N/2 and scattering results back (:func:`_drain`);
+2. the whole sampler, with the log-factorial table (static ``max_n``, what the sweep uses) and without it.
 
 Also: the plain BTRS ``while_loop`` over the whole batch (what ``vmap`` runs) for comparison.
 
@@ -23,6 +24,7 @@ import numpy as np
 from jax.extend.random import threefry_2x32
 
 from grpojax.bandit import _binomial as B
+from grpojax.bandit._threefry import threefry2x32
 
 
 def _median_seconds(fn, key, repeats=3):
@@ -46,15 +48,23 @@ def main(argv=None) -> int:
     n = jnp.full(N, args.trials)
     p0 = jnp.linspace(0.1, 0.5, N)
 
+    max_n = int(args.trials)
+
     def bits_for(key, dtype):
         kd = jax.random.key_data(key)
 
         def bits(i, cc):
-            out = threefry_2x32(kd, jnp.concatenate([cc, jnp.broadcast_to(jnp.asarray(i, jnp.uint32), cc.shape)]))
-            m = cc.shape[0]
-            return B._bits_to_unit(out[:m], dtype), B._bits_to_unit(out[m:], dtype)
+            w0, w1 = threefry2x32(kd[0], kd[1], cc, jnp.broadcast_to(jnp.asarray(i, jnp.uint32), cc.shape))
+            return B._bits_to_unit(w0, dtype), B._bits_to_unit(w1, dtype)
 
         return bits
+
+    def hash_jax(key, x):
+        out = threefry_2x32(jax.random.key_data(key), jnp.concatenate([rows, jnp.zeros_like(rows)]))
+        return B._bits_to_unit(out[:N], x.dtype) + B._bits_to_unit(out[N:], x.dtype)
+
+    def hash_jnp(key, x):
+        return sum(bits_for(key, x.dtype)(0, rows))
 
     def stage(level):
         def f(key, x):
@@ -65,8 +75,8 @@ def main(argv=None) -> int:
             k = jnp.where(active & inside & squeeze, kk, 0.0)
             if level == 0:
                 return k
-            idx = B._compact(active & ~(inside & squeeze), N // 2)
-            return k + 1e-9 * idx.astype(x.dtype).sum()
+            return B._drain(active & ~(inside & squeeze), N // 2, lambda c_, n_, p_, ok: jnp.where(ok, n_, 0.0), k,
+                            (rows, n, x))
 
         return f
 
@@ -75,9 +85,13 @@ def main(argv=None) -> int:
         return B._btrs(lambda i: bits(i, rows), n, x, x > 0)
 
     variants = {
+        "hash only: jax.extend.random.threefry_2x32": hash_jax,
+        "hash only: grpojax jnp threefry2x32": hash_jnp,
         "0 first proposal + squeeze": stage(0),
-        "1 + compaction into N/2": stage(1),
-        "2 whole sampler (binomial_counter)": lambda key, x: B.binomial_counter(key, rows, n, x),
+        "1 + gather left-overs into N/2, scatter back": stage(1),
+        "2 whole sampler (binomial_counter, max_n: log-factorial table)":
+            lambda key, x: B.binomial_counter(key, rows, n, x, max_n=max_n),
+        "2' whole sampler (binomial_counter, Stirling series)": lambda key, x: B.binomial_counter(key, rows, n, x),
         "plain BTRS while_loop over the batch": plain,
     }
     print(f"# bandit_sampler_stages: N={N}, steps={T}, trials={args.trials:g}, p in [0.1, 0.5]; jax {jax.__version__}")

@@ -13,8 +13,9 @@ Both use the symmetry ``Binomial(G, p) = G − Binomial(G, 1 − p)`` so that th
 ≤ 1/2. Each algorithm is a ``lax.while_loop`` that runs while *any* element is unfinished, so under
 ``vmap`` (or on a batch) the cost is the maximum, not the sum, over elements, and a batch whose elements
 all use one algorithm never runs the other loop. :func:`binomial_counter` on a flat batch (the sweep's
-hot loop) therefore runs BTRS's retries on a compacted subset of the batch (:func:`_btrs_compact`), with
-the same draws.
+hot loop) therefore runs the inversion and BTRS's retries on compacted subsets of the batch
+(:func:`_drain`, :func:`_btrs_compact`), with the same draws. Its randomness is a Threefry-2x32 hash of
+(step key, counter, draw) written in ``jax.numpy`` (:mod:`grpojax.bandit._threefry`) so that XLA fuses it.
 
 Where the time goes at G = 1024 is measured by ``benchmarks/bandit_sampler_stages.py``.
 """
@@ -28,7 +29,8 @@ from jaxtyping import Array, ArrayLike
 
 from grpojax.bandit._threefry import threefry2x32
 
-__all__ = ["binomial", "binomial_counter", "COMPACT_MIN", "INVERSION_MAX_MEAN", "TABLE_MAX_N"]
+__all__ = ["binomial", "binomial_counter", "COMPACT_MIN", "INVERSION_MAX_MEAN", "LOG_FACTORIAL_TABLE_MAX",
+           "TABLE_MAX_N"]
 
 INVERSION_MAX_MEAN = 10.0
 """Elements with ``G·min(p, 1−p)`` below this use CDF inversion, the others BTRS."""
@@ -37,8 +39,8 @@ TABLE_MAX_N = 64
 """With a static bound ``max_n ≤ TABLE_MAX_N`` the whole CDF is scanned without a loop (unrolled)."""
 
 COMPACT_MIN = 256
-""":func:`binomial_counter` on at least this many elements retries rejected BTRS proposals on compacted
-subsets (same draws as the plain loop, less work)."""
+""":func:`binomial_counter` on at least this many elements runs its loops on compacted subsets (same
+draws as the plain loops, less work)."""
 
 
 def _table_inversion(u: Array, n: Array, p: Array, max_n: int) -> Array:
@@ -330,8 +332,10 @@ def binomial(key: Array, n: ArrayLike, p: ArrayLike, *, max_n: int | None = None
         key: a JAX PRNG key (one key for the whole broadcast array).
         n: number of trials (integer-valued, ≥ 0), any shape broadcastable with ``p``.
         p: success probability in [0, 1].
-        max_n: optional static upper bound on ``n``. When it is ≤ :data:`TABLE_MAX_N` the sampler is a
-            loop-free unrolled CDF inversion (the fastest path for small groups).
+        max_n: optional static upper bound on ``n`` (every ``n`` must be ≤ it). When it is
+            ≤ :data:`TABLE_MAX_N` the sampler is a loop-free unrolled CDF inversion (the fastest path for
+            small groups); up to :data:`LOG_FACTORIAL_TABLE_MAX`, BTRS's exact test reads log k! from a
+            table of ``max_n + 1`` values.
 
     Returns:
         NaN where ``n`` or ``p`` is not finite (so one diverged element cannot stall the batch); otherwise
