@@ -86,12 +86,6 @@ def advantage_mass(k: Array, config: BanditConfig) -> Array:
     return qq * G / (G - 1.0)
 
 
-def _ratios(theta: Array, theta_b: Array) -> tuple[Array, Array]:
-    p, pm = _pq(theta)
-    pb, pbm = _pq(theta_b)
-    return p / pb, pm / pbm
-
-
 def reward_gradient(k: Array, theta: Array, theta_b: Array, config: BanditConfig) -> Array:
     """Surrogate reward gradient ∂_θ for k correct answers drawn at θ_b (see module docstring)."""
     W = advantage_mass(k, config)

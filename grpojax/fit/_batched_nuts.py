@@ -25,6 +25,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import potential_energy
 
+from grpojax._chunks import padded_chunks
 from grpojax.fit._data import check_steps
 from grpojax.fit._kalman import step_intervals
 from grpojax.fit._lsq import fit_laws_batched
@@ -157,11 +158,9 @@ def fit_state_space_batched(steps, Y, *, key, num_warmup: int = 500, num_samples
         pbar.start()
         pbar.add_task("NUTS curves", total=N)
     try:
-        for lo in range(0, N, B):
-            sel = np.minimum(np.arange(lo, lo + B), N - 1)  # the last batch repeats its final curve
+        for sel, m in padded_chunks(N, B):
             z, d = _run({k: v[sel] for k, v in init.items()}, jnp.asarray(yn[sel]), tuple(float(u) for u in uniq),
                         jnp.asarray(index), int(num_warmup), int(num_samples), bool(dense_mass), keys[sel])
-            m = min(B, N - lo)
             zs_parts.append({k: np.asarray(v)[:m] for k, v in z.items()})
             div_parts.append(np.asarray(d)[:m])
             if pbar is not None:

@@ -31,6 +31,7 @@ import numpy as np
 import lineax as lx
 import optimistix as optx
 
+from grpojax._chunks import padded_chunks
 from grpojax.dynamics import LAWS, get_law
 from grpojax.fit._data import MIN_POINTS, check_curve, check_steps, moving_average, noise_variance
 
@@ -194,10 +195,10 @@ def _solve(law: str, max_steps: int, rtol: float, t, y, w):
 
     def chunked(rows, size, steps):
         outs = []
-        for lo in range(0, len(rows), size):
-            sel = rows[np.minimum(np.arange(lo, lo + size), len(rows) - 1)]  # pad by repeating the last row
+        for idx, m in padded_chunks(len(rows), size):
+            sel = rows[idx]
             o = _fit_batch(law, steps, rtol, jnp.asarray(t[sel]), jnp.asarray(y[sel]), jnp.asarray(w[sel]))
-            outs.append([np.asarray(a)[: min(size, len(rows) - lo)] for a in o])
+            outs.append([np.asarray(a)[:m] for a in o])
         return [np.concatenate(parts) for parts in zip(*outs)]
 
     v, pred, ok = chunked(np.arange(N), min(_CHUNK, N), _FIRST_PASS_STEPS)

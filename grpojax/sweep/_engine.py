@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from grpojax._chunks import padded_chunks
 from grpojax.bandit import BanditConfig
 from grpojax.bandit._mean_field import _mf_step
 from grpojax.bandit._two_arm import two_arm_init, two_arm_step_batch
@@ -123,14 +124,11 @@ def simulate_traces(cfg: BanditConfig, rows: np.ndarray, num_steps: int, *, key,
     mesh = _mesh()
     shard = NamedSharding(mesh, PartitionSpec("configs"))
     traces, thetas, vels = [], [], []
-    for start in range(0, n, chunk):
-        sl = np.arange(start, min(start + chunk, n))
-        pad = np.concatenate([sl, np.full(chunk - len(sl), sl[-1])])
+    for pad, m in padded_chunks(n, chunk):
         sub = jax.tree_util.tree_map(lambda x: jax.device_put(jnp.asarray(x)[pad], shard), cfg)
         r = jax.device_put(jnp.asarray(rows[pad], dtype=jnp.uint32), shard)
         tr, th, v = _trace_chunk(sub, r, key, num_records=num_records, stride=int(stride),
                                  mean_field=bool(mean_field))
-        m = len(sl)
         traces.append(np.asarray(tr)[:m])
         thetas.append(np.asarray(th)[:m])
         vels.append(np.asarray(v)[:m])
