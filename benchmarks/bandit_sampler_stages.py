@@ -43,6 +43,9 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--trials", type=float, default=1024.0)
     args = ap.parse_args(argv)
+    if args.n < 2 or args.steps < 1 or args.trials < 20:
+        ap.error(f"need --n >= 2, --steps >= 1 and --trials >= 20 (BTRS regime), got --n {args.n} "
+                 f"--steps {args.steps} --trials {args.trials:g}")
     N, T = args.n, args.steps
     rows = jnp.arange(N, dtype=jnp.uint32)
     n = jnp.full(N, args.trials)

@@ -140,6 +140,9 @@ def _parts(cfg: BanditConfig, steps: int):
 def main(argv=None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
+    for name in ("configs", "steps", "numpy_steps", "repeats", "devices"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     N, T = args.configs, args.steps
     print(f"# bandit_throughput: {N} configurations, {T} steps (NumPy {args.numpy_steps}), repeats {args.repeats}; "
           f"jax {jax.__version__} on {len(jax.devices())} device(s) {jax.devices()[0].platform}; "
