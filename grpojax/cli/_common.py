@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import math
 import pathlib
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 
+from grpojax._io import to_jsonable, write_json  # noqa: F401  (the CLI's JSON goes through grpojax._io)
 from grpojax._progress import progress as _progress
 
 console = Console(stderr=False)
@@ -26,49 +24,6 @@ def out_dir(path: str | pathlib.Path) -> pathlib.Path:
     p = pathlib.Path(path)
     p.mkdir(parents=True, exist_ok=True)
     return p
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Convert numpy/JAX scalars and arrays, NamedTuples and dataclasses to plain JSON values.
-
-    Non-finite floats become the strings ``"nan"``, ``"inf"``, ``"-inf"`` so that the files stay
-    valid JSON and nothing is silently lost.
-    """
-    if hasattr(obj, "_asdict"):
-        return {k: to_jsonable(v) for k, v in obj._asdict().items()}
-    if hasattr(obj, "__dataclass_fields__"):
-        return {k: to_jsonable(getattr(obj, k)) for k in obj.__dataclass_fields__}
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, (str, bool)) or obj is None:
-        return obj
-    if isinstance(obj, pathlib.Path):
-        return str(obj)
-    if hasattr(obj, "shape") and hasattr(obj, "dtype"):
-        arr = np.asarray(obj)
-        if arr.ndim == 0:
-            return to_jsonable(arr.item())
-        return [to_jsonable(v) for v in arr.tolist()]
-    if isinstance(obj, float):
-        if math.isnan(obj):
-            return "nan"
-        if math.isinf(obj):
-            return "inf" if obj > 0 else "-inf"
-        return obj
-    if isinstance(obj, int):
-        return obj
-    if isinstance(obj, (np.integer, np.floating, np.bool_)):
-        return to_jsonable(obj.item())
-    return str(obj)
-
-
-def write_json(directory: str | pathlib.Path, name: str, obj: Any) -> pathlib.Path:
-    """Write ``obj`` as indented JSON to ``directory/name`` and return the path."""
-    path = out_dir(directory) / name
-    path.write_text(json.dumps(to_jsonable(obj), indent=2) + "\n")
-    return path
 
 
 def progress() -> Progress:

@@ -1,0 +1,101 @@
+"""JSON values and atomic file writes: the one place where results become files.
+
+:func:`to_jsonable` turns numpy/JAX scalars and arrays, NamedTuples, dataclasses and paths into plain
+JSON values. Non-finite floats become the strings ``"nan"``, ``"inf"`` and ``"-inf"`` so that every file
+stays strict JSON and nothing is silently lost; :func:`from_json_number` reads them back.
+
+:func:`write_text_atomic` and :func:`write_json` write through a temporary file in the target folder
+followed by :func:`os.replace`, so a reader (or a crash, or a full disk) never leaves a half-written file
+under the final name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import tempfile
+from typing import Any
+
+import numpy as np
+
+__all__ = ["from_json_number", "json_number", "to_jsonable", "write_json", "write_text_atomic"]
+
+
+def json_number(x: float) -> float | str:
+    """A float as a JSON value: itself when finite, else ``"nan"``, ``"inf"`` or ``"-inf"``."""
+    x = float(x)
+    if math.isfinite(x):
+        return x
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+
+
+def from_json_number(v: Any) -> Any:
+    """Inverse of :func:`json_number` for one value (other values are returned unchanged)."""
+    if isinstance(v, str) and v in ("nan", "inf", "-inf"):
+        return float(v)
+    return v
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert ``obj`` to plain JSON values (dicts, lists, str, int, float, bool, None).
+
+    NamedTuples and dataclasses become dicts, arrays become (nested) lists, non-finite floats become
+    strings (:func:`json_number`); anything else unknown becomes its ``str``. The conversion is iterative
+    in depth only as far as the object is, so it is meant for results, not for untrusted input.
+    """
+    if hasattr(obj, "_asdict"):
+        return {k: to_jsonable(v) for k, v in obj._asdict().items()}
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: to_jsonable(getattr(obj, k)) for k in obj.__dataclass_fields__}
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (str, bool)) or obj is None:
+        return obj
+    if isinstance(obj, pathlib.PurePath):
+        return str(obj)
+    if isinstance(obj, (np.bool_,)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return json_number(obj)
+    if hasattr(obj, "shape") and hasattr(obj, "dtype"):
+        arr = np.asarray(obj)
+        if arr.ndim == 0:
+            return to_jsonable(arr.item())
+        return [to_jsonable(v) for v in arr.tolist()]
+    return str(obj)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> pathlib.Path:
+    """Write ``text`` to ``path`` atomically (temporary file in the same folder, then rename).
+
+    The parent folder is created if needed. On any error the temporary file is removed and the previous
+    content of ``path`` (if any) is left untouched.
+    """
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def write_json(directory: str | os.PathLike, name: str, obj: Any) -> pathlib.Path:
+    """Write ``obj`` (through :func:`to_jsonable`) as indented JSON to ``directory/name``, atomically."""
+    text = json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n"
+    return write_text_atomic(pathlib.Path(directory) / name, text)
