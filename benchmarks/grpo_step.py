@@ -35,7 +35,7 @@ B, G, NEW = 8, 8, 14
 
 
 def bench_grpojax(steps: int, warmup: int) -> dict:
-    from grpojax.llm import GRPOTrainer, apply_overrides, load_config
+    from grpojax.grpo import GRPOTrainer, apply_overrides, load_config
 
     cfg = apply_overrides(load_config("tiny-arith"), [
         f"steps={steps + warmup}", "warmstart.steps=0", "eval.n=0", "eval.every=0", "checkpoint.every=0",
@@ -66,7 +66,8 @@ def bench_trl(steps: int, warmup: int) -> dict:
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpojax.llm import arith_problems, word_tokenizer
+    from grpojax.grpo import arith_problems
+    from grpojax.lm import word_tokenizer
 
     torch.set_num_threads(os.cpu_count() or 2)
     torch.manual_seed(0)
@@ -81,7 +82,7 @@ def bench_trl(steps: int, warmup: int) -> dict:
     probs = arith_problems(400, difficulty=1, seed=0)
     ds = Dataset.from_list([{"prompt": p.question + "\n", "answer": p.answer} for p in probs])
 
-    from grpojax.llm import correctness_reward
+    from grpojax.grpo import correctness_reward
 
     def reward(completions, answer, **_):
         return [float(x) for x in correctness_reward(list(completions), list(answer))]

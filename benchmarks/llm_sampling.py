@@ -1,6 +1,6 @@
-"""Sampling throughput of grpojax.llm vs transformers ``generate`` on the same tiny checkpoints.
+"""Sampling throughput of grpojax.lm vs transformers ``generate`` on the same tiny checkpoints.
 
-For each tiny fixture checkpoint (tests/fixtures/llm/{qwen2,llama}; fp32, CPU) and a left-padded batch of
+For each tiny fixture checkpoint (tests/fixtures/lm/{qwen2,llama}; fp32, CPU) and a left-padded batch of
 random prompts:
 
 * compile time of ``generate`` (AOT ``lower().compile()``, reported separately);
@@ -34,11 +34,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from grpojax.llm import ModelConfig, generate, init_cache, init_model, left_pad_positions, load_pretrained
-from grpojax.llm._sampler import _generate_jit, bucket_length
+from grpojax.lm import ModelConfig, generate, init_cache, init_model, left_pad_positions, load_pretrained
+from grpojax.lm._sampler import _generate_jit, bucket_length
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-FIX = REPO / "tests" / "fixtures" / "llm"
+FIX = REPO / "tests" / "fixtures" / "lm"
 
 QWEN2_0_5B = dict(
     model_type="qwen2", vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,

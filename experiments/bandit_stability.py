@@ -305,7 +305,7 @@ def main(argv=None) -> int:
                    phase=dict(K_d=E["K_d"], K_0=E["K_0"], counts=E["counts"], agreement=E["stability_agreement"]),
                    seconds=dict(thresholds=A["seconds"], oscillatory=B["seconds"], variance=C["seconds"],
                                 mean=D["seconds"], phase=E["seconds"], total=time.perf_counter() - t0))
-    from grpojax.cli._common import to_jsonable
+    from grpojax._io import to_jsonable
 
     (out / "summary.json").write_text(json.dumps(to_jsonable(summary), indent=2) + "\n")
     for cl in claims:

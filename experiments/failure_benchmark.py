@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
                "thresholds": DEFAULT_CONFIG.to_dict(), "real_logs": real, "runs": per_run,
                "instability_full_logs": {"n": len(full_detected), "detected_counts": full_counts},
                "seconds": {"simulate": round(t_sim, 1), "total": round(time.time() - t0, 1)}}
-    from grpojax.cli._common import write_json
+    from grpojax._io import write_json
 
     write_json(out, "confusion_matrix.json", conf)
     write_json(out, "summary.json", summary)

@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=f"out/{NAME}")
     args = ap.parse_args(argv)
     jax.config.update("jax_enable_x64", True)
-    from grpojax.cli._common import write_json
+    from grpojax._io import write_json
     from grpojax.fit import fit_state_space_batched
 
     n = args.curves or (40 if args.quick else 100)

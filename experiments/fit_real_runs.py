@@ -232,7 +232,7 @@ def main(argv=None) -> int:
     summary = {"experiment": NAME, "quick": args.quick, "claims": claims, "figures": figures, "curves": rows,
                "mixture": mixture, "runtime_s": time.perf_counter() - t_start,
                "real_logs": str(REAL) if REAL.is_dir() else None}
-    from grpojax.cli._common import write_json
+    from grpojax._io import write_json
 
     write_json(out, "summary.json", summary)
     _print_table(rows)

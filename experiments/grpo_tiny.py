@@ -33,7 +33,7 @@ QUICK = [
 
 
 def _train(out: pathlib.Path, quick: bool, steps: int | None) -> dict:
-    from grpojax.llm import apply_overrides, load_config, train
+    from grpojax.grpo import apply_overrides, load_config, train
 
     cfg = load_config("tiny-arith")
     overrides = (QUICK if quick else []) + ([f"steps={steps}"] if steps else [])
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None, help="override the number of GRPO steps")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-    from grpojax.llm import read_jsonl_metrics
+    from grpojax.grpo import read_jsonl_metrics
 
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         "train_reward_fits": fits, "eval_reward_fits": eval_fits, "diagnosis": diagnosis,
         "train": train_summary, "grpo_wall_seconds": wall, "seconds": time.perf_counter() - t0,
     }
-    from grpojax.cli._common import write_json
+    from grpojax._io import write_json
 
     write_json(out, "summary.json", summary)
     print(json.dumps(claims, indent=1))

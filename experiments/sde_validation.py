@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 
 import grpojax.dynamics as dyn  # noqa: E402
 from grpojax import sde  # noqa: E402
-from grpojax.cli._common import to_jsonable  # noqa: E402
+from grpojax._io import to_jsonable  # noqa: E402
 
 ETA, MU, KREF = 0.05, 0.5, 4
 REGIME_CURV = {"overdamped": 0.3, "underdamped": 1.6, "near_critical": None, "unstable": 3.0}

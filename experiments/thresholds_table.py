@@ -24,7 +24,7 @@ jax.config.update("jax_enable_x64", True)  # a script, not the library: float64 
 import numpy as np  # noqa: E402
 
 import grpojax.dynamics as dyn  # noqa: E402
-from grpojax.cli._common import to_jsonable  # noqa: E402
+from grpojax._io import to_jsonable  # noqa: E402
 
 MUS = (0.0, 0.5, 0.9, 0.99)
 K_REFS = (2, 4, 8, 16, 64)

@@ -9,7 +9,8 @@ Subpackages (import what you need; nothing heavy is imported here):
 - :mod:`grpojax.fit` -- least squares, numpyro posteriors, forecasts
 - :mod:`grpojax.logs` -- readers into the canonical run log
 - :mod:`grpojax.diagnose` -- failure-mode detectors
-- :mod:`grpojax.llm` -- Flax NNX decoder and GRPO trainer
+- :mod:`grpojax.lm` -- Flax NNX causal LM, Hugging Face weights, tokenizers, sampler
+- :mod:`grpojax.grpo` -- the GRPO trainer: loss, advantages, rewards, data, checkpoints, run log
 - :mod:`grpojax.plot` -- matplotlib figures
 """
 

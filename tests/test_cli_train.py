@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from grpojax.cli import main
-from grpojax.llm import load_config, read_jsonl_metrics, save_config, shipped_configs
+from grpojax.grpo import load_config, read_jsonl_metrics, save_config, shipped_configs
 
 from test_grpo_trainer import tiny_config  # noqa: E402
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from grpojax.llm import RunLogger, read_jsonl_metrics, truncate_log
+from grpojax.grpo import RunLogger, read_jsonl_metrics, truncate_log
 
 
 def _write(tmp_path, tensorboard=False):

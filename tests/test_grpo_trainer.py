@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-import grpojax.llm._trainer as trainer_mod
-from grpojax.llm import GRPOTrainer, NonFiniteLossError, Scored, TrainConfig, apply_overrides, read_jsonl_metrics
+import grpojax.grpo._trainer as trainer_mod
+from grpojax.grpo import GRPOTrainer, NonFiniteLossError, Scored, TrainConfig, apply_overrides, read_jsonl_metrics
 
 TINY = [
     "steps=4", "tokenizer.kind=word", "data.difficulty=1", "data.n_train=400", "data.max_prompt_len=24",

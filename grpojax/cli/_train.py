@@ -35,7 +35,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from grpojax.llm import apply_overrides, load_config, train
+    from grpojax.grpo import apply_overrides, load_config, train
 
     cfg = load_config(args.config)
     overrides = list(args.set) + ([f"steps={args.steps}"] if args.steps is not None else [])

@@ -6,15 +6,14 @@ import json
 
 import pytest
 
-from grpojax.llm import (
+from grpojax.grpo import (
     arith_problems,
-    char_tokenizer,
-    codec_from_tokenizer,
     correctness_reward,
     load_jsonl,
     sample_batch,
     split_heldout,
 )
+from grpojax.lm import char_tokenizer, codec_from_tokenizer
 
 
 def test_load_gsm8k_and_math(tmp_path):

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from grpojax.llm._rewards import reference_answer
+from grpojax.grpo._rewards import reference_answer
 
 __all__ = ["Problem", "load_jsonl", "sample_batch", "split_heldout", "format_prompt"]
 

@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from grpojax.llm import (
+from grpojax.grpo import (
     answers_equal,
     combine_rewards,
     correctness_reward,

@@ -1,7 +1,7 @@
 """Run configuration for the GRPO trainer: nested dataclasses, YAML in and out, dotted overrides.
 
 A config file is YAML whose top-level keys are the sections below (any omitted key keeps its
-default). ``load_config("tiny-arith")`` loads a shipped config from ``grpojax/llm/configs/``;
+default). ``load_config("tiny-arith")`` loads a shipped config from ``grpojax/grpo/configs/``;
 anything else is read as a path. ``apply_overrides(cfg, ["grpo.k_ref=2", "optim.lr=1e-3"])``
 changes single values (parsed as YAML scalars).
 """
@@ -71,7 +71,7 @@ class DataSection:
 
 @dataclass
 class RewardSection:
-    """Weights of the named reward functions (``grpojax.llm.REWARD_FUNCTIONS``)."""
+    """Weights of the named reward functions (``grpojax.grpo.REWARD_FUNCTIONS``)."""
 
     weights: dict = field(default_factory=lambda: {"correctness": 1.0})
 
@@ -244,7 +244,7 @@ def config_to_dict(cfg: TrainConfig) -> dict:
 
 
 def shipped_configs() -> list[str]:
-    """Names of the configs shipped in ``grpojax/llm/configs``."""
+    """Names of the configs shipped in ``grpojax/grpo/configs``."""
     return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
 
 

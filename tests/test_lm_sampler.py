@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from grpojax.llm import (
+from grpojax.lm import (
     bucket_length,
     filter_logits,
     generate,
@@ -19,7 +19,7 @@ from grpojax.llm import (
     sequence_logprobs,
 )
 
-FIX = pathlib.Path(__file__).parent / "fixtures" / "llm"
+FIX = pathlib.Path(__file__).parent / "fixtures" / "lm"
 N_NEW = 8
 
 
@@ -100,7 +100,7 @@ def test_filter_logits_top_k_top_p():
 
 def test_sampling_distribution_matches_tempered_truncated_softmax():
     """4000 draws of one categorical: counts within 5 sigma of softmax(filter(logits / T)); log-probs raw."""
-    from grpojax.llm import sample_logits
+    from grpojax.lm import sample_logits
 
     n, T = 4000, 0.7
     base = jnp.asarray([1.0, 0.2, -0.5, 0.8, -2.0, 0.0], jnp.float32)
@@ -118,7 +118,7 @@ def test_sampling_distribution_matches_tempered_truncated_softmax():
 
 
 def test_eos_stopping_bucketing_and_no_recompile():
-    from grpojax.llm._sampler import _generate_jit
+    from grpojax.lm._sampler import _generate_jit
 
     model = load_pretrained(FIX / "llama")
     ref = dict(np.load(FIX / "llama" / "reference.npz"))

@@ -12,9 +12,9 @@ import pytest
 from flax import nnx
 from safetensors.numpy import load_file, save_file
 
-from grpojax.llm import WeightLoadError, hf_key_map, load_pretrained, save_pretrained
+from grpojax.lm import WeightLoadError, hf_key_map, load_pretrained, save_pretrained
 
-FIX = pathlib.Path(__file__).parent / "fixtures" / "llm"
+FIX = pathlib.Path(__file__).parent / "fixtures" / "lm"
 
 
 def _hf_tensors(d: pathlib.Path) -> dict[str, np.ndarray]:

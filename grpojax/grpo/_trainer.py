@@ -26,19 +26,31 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
+from rich.console import Console
 
-from grpojax.llm._advantages import group_advantages
-from grpojax.llm._arith import arith_problems
-from grpojax.llm._char_tokenizer import TextCodec, char_tokenizer, codec_from_tokenizer, word_tokenizer
-from grpojax.llm._checkpoint import CheckpointStore
-from grpojax.llm._data import Problem, format_prompt, load_jsonl, sample_batch, split_heldout
-from grpojax.llm._logging import RunLogger, truncate_log
-from grpojax.llm._batch_sharding import batch_sharding
-from grpojax.llm._mesh import make_mesh, param_shardings
-from grpojax.llm._optim import build_optimizer
-from grpojax.llm._rewards import score_completions
-from grpojax.llm._step import RolloutBatch, make_grpo_update, make_logprob_fn, make_sft_update
-from grpojax.llm._train_config import TrainConfig, save_config
+from grpojax._progress import progress as make_progress
+from grpojax.grpo._advantages import group_advantages
+from grpojax.grpo._arith import arith_problems
+from grpojax.grpo._checkpoint import CheckpointStore
+from grpojax.grpo._data import Problem, format_prompt, load_jsonl, sample_batch, split_heldout
+from grpojax.grpo._logging import RunLogger, truncate_log
+from grpojax.grpo._optim import build_optimizer
+from grpojax.grpo._rewards import score_completions
+from grpojax.grpo._step import RolloutBatch, make_grpo_update, make_logprob_fn, make_sft_update
+from grpojax.grpo._train_config import TrainConfig, save_config
+from grpojax.lm import (
+    CausalLM,
+    ModelConfig,
+    TextCodec,
+    batch_sharding,
+    char_tokenizer,
+    codec_from_tokenizer,
+    generate,
+    load_pretrained,
+    make_mesh,
+    param_shardings,
+    word_tokenizer,
+)
 
 __all__ = ["GRPOTrainer", "NonFiniteLossError", "train"]
 
@@ -145,13 +157,9 @@ class GRPOTrainer:
         return train, held
 
     def _build_model(self):
-        from grpojax.llm import CausalLM, ModelConfig
-
         m = self.cfg.model
         dtype, pdtype = _dtype(m.dtype), _dtype(m.param_dtype)
         if m.pretrained:
-            from grpojax.llm import load_pretrained
-
             return load_pretrained(m.pretrained, dtype=dtype)
         head_dim = m.hidden_size // m.num_attention_heads
         mc = ModelConfig(
@@ -223,8 +231,6 @@ class GRPOTrainer:
     def _sample(self, params, prompt, mask, *, key, greedy=False):
         model = nnx.merge(self.graphdef, params, self.rest)
         s = self.cfg.sampling
-        from grpojax.llm import generate
-
         out = generate(
             model, self._put(prompt), self._put(mask), key=key, max_new_tokens=s.max_new_tokens,
             temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, greedy=greedy, eos_id=self.codec.eos_id,
@@ -368,7 +374,7 @@ class GRPOTrainer:
             "prompts_per_step": c.grpo.prompts_per_step, "beta": c.grpo.beta, "advantage": c.grpo.advantage,
             "aggregation": c.grpo.aggregation, "eval_every": c.eval.every, "seed": c.seed,
         }
-        return {"_grpojax": {"version": 1, "name": c.name, "format": "jsonl", "source": "grpojax.llm.train",
+        return {"_grpojax": {"version": 1, "name": c.name, "format": "jsonl", "source": "grpojax.grpo.train",
                              "meta": meta}}
 
     def train(self, *, resume: bool = True, stop_after: int | None = None, show_progress: bool = True) -> dict:
@@ -382,8 +388,6 @@ class GRPOTrainer:
         Raises:
           NonFiniteLossError: the loss went NaN/inf (the last good state is checkpointed).
         """
-        from grpojax.cli._common import progress as make_progress
-
         cfg = self.cfg
         save_config(cfg, self.out / "config.yaml")
         self.codec.save(self.out / "tokenizer.json")
@@ -405,7 +409,7 @@ class GRPOTrainer:
         K = cfg.grpo.k_ref
         end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
         evals: list[tuple[int, float]] = []
-        bar = make_progress() if show_progress else None
+        bar = make_progress(Console(stderr=True)) if show_progress else None
         try:
             if bar is not None:
                 bar.start()

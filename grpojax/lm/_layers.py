@@ -2,7 +2,7 @@
 
 Parameters carry an ``out_sharding`` partition spec over the mesh axes ``('data', 'model')`` (FSDP over
 ``data``, tensor parallelism over ``model``) but are created unsharded (``eager_sharding=False``); see
-:func:`grpojax.llm.shard_model` / :func:`grpojax.llm.load_pretrained` for placement.
+:func:`grpojax.lm.shard_model` / :func:`grpojax.lm.load_pretrained` for placement.
 """
 
 from __future__ import annotations

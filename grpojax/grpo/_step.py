@@ -16,7 +16,7 @@ import optax
 from flax import nnx
 from jax import Array
 
-from grpojax.llm._loss import LossTerms, grpo_loss, token_logprobs
+from grpojax.grpo._loss import LossTerms, grpo_loss, token_logprobs
 
 __all__ = ["RolloutBatch", "completion_logprobs", "make_grpo_update", "make_logprob_fn", "make_sft_update"]
 

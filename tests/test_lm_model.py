@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from grpojax.llm import (
+from grpojax.lm import (
     CausalLM,
     ModelConfig,
     init_cache,
     left_pad_positions,
     load_pretrained,
 )
-from grpojax.llm._rope import inverse_frequencies
+from grpojax.lm._rope import inverse_frequencies
 
-FIX = pathlib.Path(__file__).parent / "fixtures" / "llm"
+FIX = pathlib.Path(__file__).parent / "fixtures" / "lm"
 NAMES = ["qwen2", "llama"]
 
 
@@ -158,7 +158,7 @@ _SHARDED_SCRIPT = textwrap.dedent(
     import json, sys
     import jax, jax.numpy as jnp, numpy as np
     from flax import nnx
-    from grpojax.llm import generate, load_pretrained, make_mesh
+    from grpojax.lm import generate, load_pretrained, make_mesh
     assert len(jax.devices()) == 2, jax.devices()
     d = sys.argv[1]
     ref = dict(np.load(d + "/reference.npz"))
@@ -178,7 +178,7 @@ _SHARDED_SCRIPT = textwrap.dedent(
                            "ndev": len(k.sharding.device_set), "spec": str(k.sharding.spec),
                            "shard_shape": list(k.addressable_shards[0].data.shape)}
         if shape == (1, 2):  # sampling on the tensor-parallel mesh: same tokens, same log-probs
-            from grpojax.llm._sampler import _cache_sharding
+            from grpojax.lm._sampler import _cache_sharding
             out["cache_spec"] = str(tuple(_cache_sharding(nnx.split(model)[1], (4, 8, 2, 16)).spec))
             g = gen(model)
             out["gen_same_tokens"] = bool((np.asarray(g.completion) == np.asarray(g0.completion)).all())

@@ -3,7 +3,7 @@
 ``h_0 = E[tokens]``; each block ``h <- h + Attn(RMSNorm(h))``, ``h <- h + MLP(RMSNorm(h))``; logits
 ``RMSNorm(h_L) W_out`` with ``W_out = E^T`` when embeddings are tied. Module attribute names mirror the
 Hugging Face parameter names (``embed_tokens``, ``layers[i].self_attn.q_proj`` ...), which keeps the
-weight-mapping table in :mod:`grpojax.llm._weights` mechanical.
+weight-mapping table in :mod:`grpojax.lm._weights` mechanical.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class CausalLM(nnx.Module):
     Example:
         >>> import jax.numpy as jnp
         >>> from flax import nnx
-        >>> from grpojax.llm import CausalLM, ModelConfig
+        >>> from grpojax.lm import CausalLM, ModelConfig
         >>> cfg = ModelConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
         ...                   num_attention_heads=2, num_key_value_heads=1, head_dim=8)
         >>> model = CausalLM(cfg, rngs=nnx.Rngs(0))

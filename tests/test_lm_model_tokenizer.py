@@ -7,9 +7,9 @@ import pathlib
 import numpy as np
 import pytest
 
-from grpojax.llm import load_tokenizer
+from grpojax.lm import load_tokenizer
 
-FIX = pathlib.Path(__file__).parent / "fixtures" / "llm"
+FIX = pathlib.Path(__file__).parent / "fixtures" / "lm"
 TEXTS = ["What is 12 + 7? The answer is 19.", "hi", "Solve for x:\n\n  x - 3 = 4.  Done!"]
 MESSAGES = [
     {"role": "system", "content": "Be brief. "},

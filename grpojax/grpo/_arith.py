@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpojax.llm._data import Problem
+from grpojax.grpo._data import Problem
 
 __all__ = ["ARITH_DIFFICULTY", "arith_problems"]
 

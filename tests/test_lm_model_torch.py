@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from grpojax.llm import generate, load_pretrained, save_pretrained
+from grpojax.lm import generate, load_pretrained, save_pretrained
 
 pytestmark = pytest.mark.torch
-FIX = pathlib.Path(__file__).parent / "fixtures" / "llm"
+FIX = pathlib.Path(__file__).parent / "fixtures" / "lm"
 PROMPTS = ["What is 41 + 1? The answer", "x", "The quick brown fox jumps over the lazy dog. Compute 3 times 4."]
 
 

@@ -1,0 +1,75 @@
+"""The GRPO trainer on :mod:`grpojax.lm` models: group advantages, the clipped-surrogate loss with a
+KL penalty, jitted update steps, optimisers, the YAML training configuration (shipped configs in
+``configs/``), rewards, datasets and the arithmetic task, checkpoints, the run log and the trainer.
+"""
+
+from ._advantages import ADVANTAGE_MODES, group_advantages
+from ._arith import ARITH_DIFFICULTY, arith_problems
+from ._checkpoint import CheckpointStore
+from ._data import Problem, format_prompt, load_jsonl, sample_batch, split_heldout
+from ._logging import RunLogger, read_jsonl_metrics, truncate_log
+from ._loss import AGGREGATIONS, LossTerms, aggregate, clipped_surrogate, grpo_loss, k3_kl, token_logprobs
+from ._optim import build_optimizer, build_schedule
+from ._rewards import (
+    REWARD_FUNCTIONS,
+    Scored,
+    answers_equal,
+    combine_rewards,
+    correctness_reward,
+    extract_answer,
+    extract_boxed,
+    format_reward,
+    parse_number,
+    score_completions,
+)
+from ._step import RolloutBatch, completion_logprobs, make_grpo_update, make_logprob_fn, make_sft_update
+from ._train_config import TrainConfig, apply_overrides, load_config, save_config, shipped_configs
+from ._trainer import GRPOTrainer, NonFiniteLossError, train
+
+__all__ = [
+    "ADVANTAGE_MODES",
+    "AGGREGATIONS",
+    "ARITH_DIFFICULTY",
+    "REWARD_FUNCTIONS",
+    "CheckpointStore",
+    "GRPOTrainer",
+    "LossTerms",
+    "NonFiniteLossError",
+    "Problem",
+    "RolloutBatch",
+    "RunLogger",
+    "Scored",
+    "TrainConfig",
+    "aggregate",
+    "answers_equal",
+    "apply_overrides",
+    "arith_problems",
+    "build_optimizer",
+    "build_schedule",
+    "clipped_surrogate",
+    "combine_rewards",
+    "completion_logprobs",
+    "correctness_reward",
+    "extract_answer",
+    "extract_boxed",
+    "format_prompt",
+    "format_reward",
+    "group_advantages",
+    "grpo_loss",
+    "k3_kl",
+    "load_config",
+    "load_jsonl",
+    "make_grpo_update",
+    "make_logprob_fn",
+    "make_sft_update",
+    "parse_number",
+    "read_jsonl_metrics",
+    "sample_batch",
+    "save_config",
+    "score_completions",
+    "shipped_configs",
+    "split_heldout",
+    "token_logprobs",
+    "train",
+    "truncate_log",
+]
