@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow parity bench clean
+.PHONY: demo test test-slow parity bench docs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -30,6 +30,11 @@ test-slow: $(STAMP)
 parity: $(STAMP)
 	$(BIN)/pip install -e '.[test,bench]'
 	$(BIN)/python -m pytest -q -m torch
+
+## make docs: build the documentation site into out/site (mkdocs + mkdocstrings, no network needed)
+docs: $(STAMP)
+	$(BIN)/pip install -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir out/site
 
 bench: $(STAMP)
 	$(BIN)/pip install -e '.[test,bench]'

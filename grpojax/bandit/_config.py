@@ -1,4 +1,4 @@
-"""Configuration of the softmax-bandit GRPO simulators (DESIGN.md §3).
+"""Configuration of the softmax-bandit GRPO simulators (``docs/model/bandit.md``).
 
 A configuration is an :class:`equinox.Module` whose numeric knobs are array leaves (so a batch of
 configurations is one module with a leading axis, and ``vmap`` runs them all) and whose modes and buffer

@@ -1,6 +1,6 @@
 """Public entry points of the bandit simulators: ``init``/``step`` and canonical run logs.
 
-``rollout_log`` turns a bandit run into the canonical run-log columns of DESIGN.md §4, so that bandit
+``rollout_log`` turns a bandit run into the canonical run-log columns (``grpojax.logs.CANONICAL_COLUMNS``), so that bandit
 runs with settings that induce a failure mode become labelled logs for the diagnostics.
 """
 

@@ -1,4 +1,4 @@
-"""Two-arm softmax-bandit GRPO: the exact mean-field reduction (DESIGN.md §3).
+"""Two-arm softmax-bandit GRPO: the exact mean-field reduction (``docs/model/bandit.md``).
 
 Policy ``π_θ(correct) = p = σ(θ)``, score ``∂_θ log π = 1 − p`` (correct) and ``−p`` (wrong). A group of
 G answers drawn from the behaviour policy ``p_b`` has ``k ~ Binomial(G, p_b)`` correct ones, q = k/G.

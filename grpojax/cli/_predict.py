@@ -16,7 +16,7 @@ def register(sub) -> None:
     p = sub.add_parser(
         "predict",
         help="M, C, K_eff, ζ, regime and thresholds from (η, μ, K_ref, K)",
-        description="Predict the GRPO oscillator (DESIGN.md §1) from optimizer hyperparameters and a measured "
+        description="Predict the GRPO oscillator from optimizer hyperparameters and a measured "
         "curvature, with the closed-form and the exact discrete stability thresholds.\n\n" + EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

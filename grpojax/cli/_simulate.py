@@ -17,7 +17,7 @@ def register(sub) -> None:
     p = sub.add_parser(
         "simulate",
         help="simulate the stochastic oscillator (diffrax ensemble) and compare with the exact moments",
-        description="Simulate M ë + C ė + K_eff e = sqrt(D/G) ξ (DESIGN.md §1) for an ensemble of paths with "
+        description="Simulate M ë + C ė + K_eff e = sqrt(D/G) ξ for an ensemble of paths with "
         "diffrax, from rest at p0, and compare the ensemble mean/variance with the exact Gaussian transition. "
         "Writes simulation.json and ensemble.png.\n\n" + EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -1,4 +1,4 @@
-"""Failure-mode diagnostics from GRPO run logs (DESIGN.md §5).
+"""Failure-mode diagnostics from GRPO run logs (``docs/guide/diagnostics.md``).
 
 Four detectors -- reward hacking, advantage degeneracy, policy concentration, dynamical instability --
 and a mean-field validity check, each returning a :class:`ModeResult` (verdict, severity, evidence,

@@ -36,7 +36,7 @@ gap reads better. Measured gaps (quick benchmark, 2026-11-29):
   ``oscillation_block_fraction = 0.05`` with ``oscillation_min_block = 8`` points, ``detrend_fraction =
   0.1``.
 - Mean-field validity (not a failure mode, not in the confusion matrix): ``validity_r2_min = 0.8``
-  (smoothed R^2 of the three-phase law; DESIGN.md §2 reports 0.8-0.9 after a 10-point average on the
+  (smoothed R^2 of the three-phase law; the real logs reach 0.8-0.9 after a 10-point average on the
   noisy TRL runs) and ``validity_excess_max = 2`` (residual variance over the first-difference noise
   variance: a law that misses a slow component leaves residuals well above the noise; the verl run
   gives 3.3, the TRL runs 0.9).

@@ -1,4 +1,4 @@
-"""Closed forms, reward-curve laws and exact discrete stability of the GRPO oscillator (DESIGN.md §1–2)."""
+"""Closed forms, reward-curve laws and exact discrete stability of the GRPO oscillator."""
 
 from grpojax.dynamics._expm2 import expm2
 from grpojax.dynamics._laws import LAWS, Exponential, RewardLaw, Sigmoid, ThreePhase, get_law

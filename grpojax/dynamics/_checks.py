@@ -42,7 +42,7 @@ def check_lag(lag: str) -> str:
 
 
 def check_hyperparams(eta=None, mu=None, k_ref=None, curvature=None, k_instant=None) -> None:
-    """Validate the optimizer hyperparameters of DESIGN.md §1 (skipping those that are None)."""
+    """Validate the optimizer hyperparameters η, μ, K_ref (skipping those that are None)."""
     if eta is not None:
         check("eta", eta, lambda a: a > 0, "> 0 (the learning rate)")
     if mu is not None:

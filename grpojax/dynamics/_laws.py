@@ -1,4 +1,4 @@
-"""Reward-curve laws behind one interface (DESIGN.md §2).
+"""Reward-curve laws behind one interface (``docs/model/laws.md``).
 
 Each law is an ``eqx.Module`` whose fields are its parameters (scalars or batched arrays), with
 

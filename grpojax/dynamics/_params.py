@@ -1,4 +1,4 @@
-"""The stochastically forced damped oscillator of DESIGN.md §1 and its closed-form characteristics.
+"""The stochastically forced damped oscillator (``docs/model/oscillator.md``) and its closed-form characteristics.
 
     M ë + C ė + K_eff e = sqrt(D/G) ξ(t),      e = p − p*
 
@@ -74,7 +74,7 @@ def from_hyperparams(
     noise: ArrayLike = 0.0,
     p_star: ArrayLike = 0.0,
 ) -> OscillatorParams:
-    """Oscillator parameters from the optimizer hyperparameters (DESIGN.md §1).
+    """Oscillator parameters from the optimizer hyperparameters (``docs/model/oscillator.md``).
 
     Args:
         eta: learning rate η > 0.

@@ -1,4 +1,4 @@
-"""Exact stability of the discrete GRPO update (DESIGN.md §1), beside the closed-form approximation.
+"""Exact stability of the discrete GRPO update (``docs/model/stability.md``), beside the closed-form approximation.
 
 Linearised at the plateau, with a = η K_d (stale stiffness) and a₀ = η K_0 (instant stiffness):
 
@@ -204,7 +204,7 @@ def exact_critical_a(mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0_rat
         (e.g. K_0/K_d ≤ −1: no net restoring force), ``+inf`` if no instability is found for a ≤ 8.
 
     Example:
-        >>> round(float(exact_critical_a(0.0, 2)) * 2, 3)  # DESIGN.md §1: μ = 0, d = 2 → 1.236
+        >>> round(float(exact_critical_a(0.0, 2)) * 2, 3)  # μ = 0, d = 2: √5 − 1 = 1.236
         1.236
     """
     return _critical(mu, k_ref, lag, a0_ratio, "stability")

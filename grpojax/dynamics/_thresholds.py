@@ -1,4 +1,4 @@
-"""Closed-form thresholds of the continuous oscillator (DESIGN.md §1).
+"""Closed-form thresholds of the continuous oscillator (``docs/model/stability.md``).
 
 Stability is lost when the damping vanishes, C = 0 ⇔ η K_d τ = 1 − μ (the paper's K η K_ref = 1 − μ for a
 constant lag). The overdamped → oscillatory transition is ζ = 1, i.e. C² = 4 M K_eff, a quadratic in τ.

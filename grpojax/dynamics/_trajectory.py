@@ -1,4 +1,4 @@
-"""Deterministic trajectory of the oscillator from rest (the slow start, DESIGN.md §1).
+"""Deterministic trajectory of the oscillator from rest (the slow start).
 
 State x = (e, ė) obeys ẋ = F x with F = [[0, 1], [−K_eff/M, −C/M]]. From rest, x(0) = (e₀, 0):
 

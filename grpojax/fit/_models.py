@@ -5,7 +5,7 @@ weakly informative on that scale and the results are mapped back to steps and re
 
 ``three_phase``  (phenomenological, iid noise)
     ``y_k ~ N(R(t_k), σ²)``, ``R = r_inf − (r_inf − r0) φ(t; ω₀, ζ)`` (:class:`grpojax.dynamics.ThreePhase`).
-``state_space``  (the linear SDE of DESIGN.md §1 observed with noise)
+``state_space``  (the linear oscillator SDE observed with noise)
     ``ë + 2ζω₀ ė + ω₀² e = sqrt(q) ξ`` from rest at ``e(0) = p0 − p*``; ``y_k = p* + e(t_k) + v_k``,
     ``v_k ~ N(0, σ²)``; exact marginal likelihood by the Kalman filter of :mod:`grpojax.fit._kalman`
     (exact transition per distinct Δt; irregular and missing steps are exact). ``q = 4 ω₀³ s²`` so

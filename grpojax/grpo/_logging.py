@@ -1,4 +1,4 @@
-"""The trainer's run log: one JSON object per line (``step`` + DESIGN.md §4 names), optional TensorBoard.
+"""The trainer's run log: one JSON object per line (``step`` + canonical column names), optional TensorBoard.
 
 This is the grpojax JSONL format of :mod:`grpojax.logs` (version 1): an optional header line
 ``{"_grpojax": {"version": 1, "name": ..., "meta": {...}}}``, then one line per step

@@ -4,7 +4,7 @@ One *rollout* draws ``B`` prompts (a pure function of ``(seed, rollout index)``)
 completions each from the current (behaviour) policy, scores them and computes group advantages;
 then ``K_ref`` optimiser steps are taken on that batch (step ``k`` of the cycle sees a policy ``k``
 updates newer than the behaviour policy: the theory's periodic lag). Every optimiser step writes one
-line of the run log (``metrics.jsonl``, DESIGN.md §4 names); rollout metrics (``reward_*``,
+line of the run log (``metrics.jsonl``, canonical column names); rollout metrics (``reward_*``,
 ``response_*``, ``unparsed``) appear on the first step of each cycle, ``eval_reward`` every
 ``eval.every`` steps and at step 0 (after the warm start).
 

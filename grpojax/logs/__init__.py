@@ -1,4 +1,4 @@
-"""Readers of GRPO training logs into the canonical run log (DESIGN.md §4).
+"""Readers of GRPO training logs into the canonical run log (``docs/guide/run-log.md``).
 
 >>> from grpojax.logs import read_log
 >>> [run] = read_log("outputs/checkpoint-500/trainer_state.json")      # doctest: +SKIP

@@ -7,7 +7,7 @@ Format (version 1), UTF-8, one JSON object per line:
   the file was converted from another log);
 * then one object per logged step: ``{"step": 12, "reward_mean": 0.41, "kl": 0.002, ...}`` with an
   integer ``step`` and metric values as JSON numbers, or the strings ``"nan"``, ``"inf"``,
-  ``"-inf"`` (``null`` also reads as NaN). Use the canonical names of DESIGN.md §4
+  ``"-inf"`` (``null`` also reads as NaN). Use the canonical names
   (``reward_mean reward_std frac_zero_std eval_reward entropy kl grad_norm lr is_ratio_mean
   is_ratio_max clip_frac response_length response_clip_frac``) and any other name for other
   metrics. Eval results may share the train line of their step or come on their own line

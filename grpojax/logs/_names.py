@@ -1,7 +1,7 @@
 """Metric-name mapping from TRL, verl, OpenRLHF (and TensorBoard/W&B prefixes) to canonical names.
 
-Sources of the names (checked against the trainers' own code and docs, and the real logs in
-``../shared/real-logs``):
+Sources of the names (checked against the trainers' own code and docs, and real TRL and verl
+logs):
 
 * TRL ``GRPOTrainer`` (~0.14): ``reward``, ``reward_std``, ``completion_length``,
   ``rewards/<f>``, ``kl``; (>= 0.16/0.20): ``rewards/<f>/mean``/``std``, ``completions/mean_length``,
@@ -121,7 +121,7 @@ def _row_sum(arrs: list[np.ndarray]) -> np.ndarray:
 
 
 def canonicalize(columns: dict[str, np.ndarray], path: str, meta: dict) -> dict[str, np.ndarray]:
-    """Rename columns to the canonical names of DESIGN.md §4, deriving totals where needed.
+    """Rename columns to the canonical names (``CANONICAL_COLUMNS``), deriving totals where needed.
 
     Args:
         columns: original name -> aligned float64 column.

@@ -140,7 +140,7 @@ def _find_event_dirs(root: str) -> list[str]:
 
 
 def read_log(path: str | os.PathLike, *, format: str | None = None) -> list[RunLog]:
-    """Read a training log into canonical run logs (DESIGN.md §4).
+    """Read a training log into canonical run logs (``docs/guide/run-log.md``).
 
     Args:
         path: a log file, or a folder: TensorBoard log dir (every sub-folder holding event files

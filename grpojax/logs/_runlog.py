@@ -1,4 +1,4 @@
-"""The canonical run log (DESIGN.md §4): one table indexed by step, plus the errors readers raise."""
+"""The canonical run log (``docs/guide/run-log.md``): one table indexed by step, plus the errors readers raise."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 
 __all__ = ["RunLog", "LogFormatError", "LogWarning", "CANONICAL_COLUMNS"]
 
-#: Canonical column names every reader maps to (DESIGN.md §4). Other metrics keep their own names.
+#: Canonical column names every reader maps to. Other metrics keep their own names.
 CANONICAL_COLUMNS: tuple[str, ...] = (
     "reward_mean",
     "reward_std",

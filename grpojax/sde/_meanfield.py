@@ -19,7 +19,7 @@ the heavy-ball update ``θ_{n+1} − θ_n = μ(θ_n − θ_{n−1}) + η g_n`` e
 
 where ``f(θ, θ_b)`` is the bandit's exact finite-G mean drift (:func:`grpojax.bandit.drift_logit`), the
 behaviour logit is ``θ_b ≈ θ − τ θ̇`` (τ from the lag model) and the inertia uses ``K_d`` at the plateau, so
-that the linearisation at ``θ*`` is exactly the oscillator of DESIGN.md §1 while the drift stays fully
+that the linearisation at ``θ*`` is exactly the oscillator of ``docs/model/oscillator.md`` while the drift stays fully
 nonlinear far from it. The noise amplitude ``σ_θ² = σ²/(p*(1 − p*))²`` is the bandit's per-sample gradient
 variance at the plateau converted to logit units and held constant (additive in θ, hence multiplicative
 ``∝ p(1 − p)`` in reward units); away from the plateau the true sampling variance differs — an explicit
