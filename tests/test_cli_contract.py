@@ -32,7 +32,7 @@ CASES = [
     # (id, argv builder, text expected in the one line)
     ("predict-invalid", lambda t: ["predict", "--eta", "-1", "--k-ref", "2", "--curvature", "1"], "eta"),
     ("predict-not-a-number", lambda t: ["predict", "--eta", "abc", "--k-ref", "2", "--curvature", "1"], "abc"),
-    ("simulate-invalid", lambda t: ["simulate", "--eta", "0.1", "--k-ref", "0", "--curvature", "1"], "k_ref"),
+    ("simulate-invalid", lambda t: ["simulate", "--eta", "0.1", "--k-ref", "0", "--curvature", "1"], "--k-ref"),
     ("sweep-invalid", lambda t: ["sweep", "--preset", "stability", "--size", "1"], "size"),
     ("sweep-unknown-preset", lambda t: ["sweep", "--preset", "nope"], "nope"),
     ("fit-missing", lambda t: ["fit", str(t / "missing.json")], "missing.json"),

@@ -1,9 +1,10 @@
 """The ``grpojax`` console script: argparse front end, one module per subcommand.
 
 Each subcommand lives in ``grpojax/cli/_<name>.py`` and exposes ``register(subparsers)``, which adds
-its parser and sets ``func=run`` where ``run(args) -> int``. Errors a user can fix (bad file, bad
-value, unknown format) are printed as one line and exit with status 2; ``--debug`` shows the
-traceback instead.
+its parser and sets ``func=run`` where ``run(args) -> int``. :func:`main` is the one error boundary:
+every error becomes one line on stderr naming the bad value and what was expected. Errors a user can fix
+(bad file, bad value, unknown format, an output that already exists) exit with status 2, errors of the
+environment (permissions, a full disk, memory) with status 1; ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -46,7 +47,66 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message (its type name when it has none)."""
+    for line in str(exc).splitlines():
+        line = line.strip()
+        if line:
+            return line
+    return type(exc).__name__
+
+
+def _classify(exc: BaseException) -> tuple[int, str] | None:
+    """Map an exception to (exit status, one-line message); None for a genuine bug.
+
+    Exit status 2: the user can fix the input (a value, a file, a format, an existing output).
+    Exit status 1: the environment failed (permissions, a full disk, not enough memory).
+    """
+    import errno
+    import json
+
+    if isinstance(exc, CLIError):
+        return 2, _one_line(exc)
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError)):
+        what = {FileNotFoundError: "no such file or folder", IsADirectoryError: "is a folder, expected a file",
+                NotADirectoryError: "is not a folder", FileExistsError: "already exists"}[type(exc)]
+        return 2, f"{exc.filename}: {what}" if exc.filename else _one_line(exc)
+    if isinstance(exc, PermissionError):
+        return 1, f"{exc.filename}: permission denied" if exc.filename else _one_line(exc)
+    if isinstance(exc, OSError):
+        if exc.errno == errno.ENOSPC:
+            return 1, f"no space left on the device{f' while writing {exc.filename}' if exc.filename else ''}"
+        if exc.errno == errno.EROFS:
+            return 1, f"{exc.filename}: read-only file system" if exc.filename else _one_line(exc)
+        return 1, _one_line(exc)
+    if isinstance(exc, MemoryError):
+        return 1, "out of memory: reduce the sizes of the request (paths, steps, batch, configurations)"
+    if isinstance(exc, RecursionError):
+        return 2, "the input is nested too deeply to read (a corrupt or hostile file?)"
+    if isinstance(exc, (ValueError, TypeError, KeyError, json.JSONDecodeError)):
+        return 2, _one_line(exc)
+    try:
+        import yaml
+
+        if isinstance(exc, yaml.YAMLError):
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            return 2, f"invalid YAML{where}: {getattr(exc, 'problem', None) or _one_line(exc)}"
+    except ImportError:  # pragma: no cover - yaml is a dependency
+        pass
+    name = type(exc).__name__
+    if name in ("EqxRuntimeError", "XlaRuntimeError", "JaxRuntimeError"):
+        # A check inside a compiled function (eqx.error_if) or an allocation XLA refused.
+        text = str(exc)
+        if "RESOURCE_EXHAUSTED" in text or "Out of memory" in text:
+            return 1, "out of memory: reduce the sizes of the request (paths, steps, batch, configurations)"
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("---", "*", "This "))]
+        return 2, (lines[0] if lines else name)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 ok, 1 environment error, 2 user error, 130 interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -57,12 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("grpojax: interrupted", soft_wrap=True)
         return 130
-    except (CLIError, ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+    except Exception as exc:  # the one error boundary of the command line
         if args.debug:
             raise
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        known = _classify(exc)
+        if known is None:
+            status, msg = 1, (f"internal error ({type(exc).__name__}: {_one_line(exc)}); "
+                              "rerun with --debug for the traceback")
+        else:
+            status, msg = known
         err_console.print(f"grpojax {args.command}: error: {msg}", markup=False, highlight=False, soft_wrap=True)
-        return 2
+        return status
 
 
 if __name__ == "__main__":  # pragma: no cover

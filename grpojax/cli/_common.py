@@ -41,3 +41,31 @@ def add_oscillator_args(p, *, group_size_help: str, instant_help: str) -> None:
     p.add_argument("--lag", choices=("constant", "periodic"), default="constant", help="lag model (default constant)")
     p.add_argument("--group-size", type=int, default=8, help=group_size_help)
     p.add_argument("--noise", type=float, default=0.25, help="per-sample gradient noise variance σ² (default 0.25)")
+
+
+def check_oscillator_args(args) -> None:
+    """Refuse hyperparameters for which the oscillator's answer would be meaningless, naming the flag.
+
+    The curvature is the stiffness measured at a stable plateau, so it must be > 0: with K_d ≤ 0 there is
+    no restoring force and every threshold is undefined (not "unstable").
+    """
+    import math
+
+    for name in ("eta", "mu", "curvature", "k_instant", "noise", "p0", "p_star"):
+        value = getattr(args, name, None)
+        if value is not None and not math.isfinite(value):
+            raise CLIError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
+    if args.eta <= 0:
+        raise CLIError(f"--eta must be > 0 (the learning rate), got {args.eta}")
+    if not 0 <= args.mu < 1:
+        raise CLIError(f"--mu must be in [0, 1) (heavy-ball momentum), got {args.mu}")
+    if args.k_ref < 1:
+        raise CLIError(f"--k-ref must be >= 1 (optimizer steps per reference refresh), got {args.k_ref}")
+    if args.curvature <= 0:
+        raise CLIError(f"--curvature must be > 0 (the stiffness measured at a stable plateau), got {args.curvature}")
+    if args.k_instant < 0:
+        raise CLIError(f"--k-instant must be >= 0 (stiffness of an exact anchor such as the KL term), got {args.k_instant}")
+    if args.noise < 0:
+        raise CLIError(f"--noise must be >= 0 (a variance), got {args.noise}")
+    if args.group_size < 1:
+        raise CLIError(f"--group-size must be >= 1, got {args.group_size}")

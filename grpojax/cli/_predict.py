@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from grpojax.cli._common import add_oscillator_args, console, out_dir, write_json
+from grpojax.cli._common import add_oscillator_args, check_oscillator_args, console, out_dir, write_json
 
 EXAMPLE = """Example:
   grpojax predict --eta 0.01 --mu 0.9 --k-ref 4 --curvature 0.5 --p0 0.2 --p-star 0.8 --out out/predict
@@ -30,44 +30,79 @@ def register(sub) -> None:
 
 
 def predict(eta, mu, k_ref, curvature, *, lag="constant", k_instant=0.0, group_size=8, noise=0.25, p_star=0.8) -> dict:
-    """All closed-form and exact quantities for one configuration, as plain floats."""
+    """All closed-form and exact quantities for one configuration, as plain floats.
+
+    ``regime`` is the exact answer (spectral radius of the discrete update and the exact oscillatory
+    boundary); the closed form's own regime is reported under ``closed_form.regime``. The two can differ
+    near a boundary because the closed form is a second-order approximation; ``regimes_agree`` says so.
+    When the exact routines refuse ``k_ref`` (above their size limit) the exact block is ``None`` and
+    ``regime`` falls back to the closed form, with ``regime_source`` saying which one answered.
+    """
     import grpojax.dynamics as dyn
 
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got group_size={group_size}")
     p = dyn.from_hyperparams(eta, mu, k_ref, curvature, lag=lag, k_instant=k_instant, noise=noise, p_star=p_star)
-    ratio = k_instant / curvature if curvature > 0 else 0.0
+    ratio = k_instant / curvature
     a = eta * curvature
-    if lag == "constant":
-        rho = float(dyn.spectral_radius_constant(a, mu, k_ref, a0=eta * k_instant))
+    closed_regime = dyn.regime_name(dyn.regime(p))
+    try:
+        if lag == "constant":
+            rho = float(dyn.spectral_radius_constant(a, mu, k_ref, a0=eta * k_instant))
+        else:
+            rho = float(dyn.spectral_radius_periodic(a, mu, k_ref, a0=eta * k_instant))
+        exact_eta = float(dyn.exact_critical_eta(mu, k_ref, curvature, lag=lag, k_instant=k_instant))
+        exact_osc_eta = float(dyn.exact_oscillatory_a(mu, k_ref, lag=lag, a0_ratio=ratio)) / curvature
+    except ValueError as exc:
+        if "limit" not in str(exc):
+            raise
+        exact, exact_regime, note = None, None, str(exc)
     else:
-        rho = float(dyn.spectral_radius_periodic(a, mu, k_ref, a0=eta * k_instant))
-    exact_eta = float(dyn.exact_critical_eta(mu, k_ref, curvature, lag=lag, k_instant=k_instant))
-    exact_osc_eta = float(dyn.exact_oscillatory_a(mu, k_ref, lag=lag, a0_ratio=ratio)) / curvature if curvature > 0 else math.inf
+        note = None
+        if rho >= 1.0:
+            exact_regime = "unstable"
+        elif eta >= exact_osc_eta:
+            exact_regime = "underdamped"
+        else:
+            exact_regime = "overdamped"
+        exact = dict(
+            regime=exact_regime,
+            spectral_radius_per_step=rho,
+            stable=rho < 1.0,
+            critical_eta=exact_eta,
+            oscillatory_eta=exact_osc_eta,
+            margin=eta / exact_eta,
+        )
     var = float(dyn.stationary_variance(p, group_size))
-    return dict(
+    regime = exact_regime if exact is not None else closed_regime
+    out = dict(
         inputs=dict(eta=eta, mu=mu, k_ref=k_ref, curvature=curvature, k_instant=k_instant, lag=lag,
                     group_size=group_size, noise=noise),
         M=float(p.M), C=float(p.C), K_eff=float(p.K_eff), D=float(p.D),
         damping_ratio=float(dyn.damping_ratio(p)),
         natural_frequency=float(dyn.natural_frequency(p)),
-        regime=dyn.regime_name(dyn.regime(p)),
+        regime=regime,
+        regime_source="exact" if exact is not None else "closed_form",
+        regimes_agree=exact is None or _same_regime(closed_regime, exact_regime),
         stationary_variance=var,
         closed_form=dict(
+            regime=closed_regime,
             critical_eta=float(dyn.critical_eta(mu, k_ref, curvature, lag=lag)),
             critical_k_ref=float(dyn.critical_k_ref(eta, mu, curvature, lag=lag)),
             oscillatory_eta=float(dyn.oscillatory_eta(mu, k_ref, curvature, lag=lag, k_instant=k_instant)),
             oscillatory_k_ref=float(dyn.oscillatory_k_ref(eta, mu, curvature, lag=lag, k_instant=k_instant)),
         ),
-        exact=dict(
-            spectral_radius_per_step=rho,
-            stable=rho < 1.0,
-            critical_eta=exact_eta,
-            oscillatory_eta=exact_osc_eta,
-            margin=eta / exact_eta if math.isfinite(exact_eta) else 0.0,
-        ),
+        exact=exact,
         params=p,
     )
+    if note is not None:
+        out["exact_unavailable"] = note
+    return out
+
+
+def _same_regime(closed: str, exact: str) -> bool:
+    """The closed form's "critical" (ζ = 1 exactly) counts as either side of the oscillatory boundary."""
+    return closed == exact or (closed == "critical" and exact in ("overdamped", "underdamped"))
 
 
 def run(args) -> int:
@@ -76,6 +111,7 @@ def run(args) -> int:
     import grpojax.dynamics as dyn
     from grpojax.plot import predicted_trajectory_figure
 
+    check_oscillator_args(args)
     res = predict(args.eta, args.mu, args.k_ref, args.curvature, lag=args.lag, k_instant=args.k_instant,
                   group_size=args.group_size, noise=args.noise, p_star=args.p_star)
     params = res.pop("params")
@@ -95,15 +131,22 @@ def run(args) -> int:
     t = Table(title=f"GRPO oscillator ({args.lag} lag)")
     t.add_column("quantity")
     t.add_column("value", justify="right")
-    for k in ("M", "C", "K_eff", "damping_ratio", "regime", "stationary_variance"):
-        v = res[k]
-        t.add_row(k, f"{v:.4g}" if isinstance(v, float) else str(v))
+    for k in ("M", "C", "K_eff", "damping_ratio", "stationary_variance"):
+        t.add_row(k, f"{res[k]:.4g}")
+    t.add_row(f"regime ({res['regime_source'].replace('_', ' ')})", res["regime"])
     cf, ex = res["closed_form"], res["exact"]
-    t.add_row("critical η (closed form / exact)", f"{cf['critical_eta']:.4g} / {ex['critical_eta']:.4g}")
-    t.add_row("oscillatory η (closed form / exact)", f"{cf['oscillatory_eta']:.4g} / {ex['oscillatory_eta']:.4g}")
-    t.add_row("exact spectral radius per step", f"{ex['spectral_radius_per_step']:.6f}")
-    t.add_row("η / exact critical η", f"{ex['margin']:.3f}")
+    t.add_row("regime (closed form)", cf["regime"])
+    if ex is None:
+        t.add_row("critical η (closed form)", f"{cf['critical_eta']:.4g}")
+        t.add_row("oscillatory η (closed form)", f"{cf['oscillatory_eta']:.4g}")
+    else:
+        t.add_row("critical η (closed form / exact)", f"{cf['critical_eta']:.4g} / {ex['critical_eta']:.4g}")
+        t.add_row("oscillatory η (closed form / exact)", f"{cf['oscillatory_eta']:.4g} / {ex['oscillatory_eta']:.4g}")
+        t.add_row("exact spectral radius per step", f"{ex['spectral_radius_per_step']:.6f}")
+        t.add_row("η / exact critical η", f"{ex['margin']:.3f}")
     console.print(t)
+    if "exact_unavailable" in res:
+        console.print(f"exact thresholds not computed: {res['exact_unavailable']}")
     console.print(f"wrote {out / 'prediction.json'} and {out / 'trajectory.png'}")
     del dyn
     return 0

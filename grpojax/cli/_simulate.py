@@ -6,11 +6,19 @@ import argparse
 import math
 import time
 
-from grpojax.cli._common import add_oscillator_args, console, out_dir, progress, write_json
+from grpojax.cli._common import CLIError, add_oscillator_args, check_oscillator_args, console, out_dir, progress, write_json
 
 EXAMPLE = """Example:
   grpojax simulate --eta 0.05 --mu 0.5 --k-ref 4 --curvature 1.2 --group-size 8 --paths 2000 --out out/simulate
 """
+
+
+MAX_PATHS = 10_000_000
+"""Largest ensemble one ``simulate`` call accepts."""
+MAX_SOLVER_STEPS = 1_000_000
+"""Largest number of solver steps (horizon / dt) one ``simulate`` call accepts."""
+MAX_BYTES = 4 * 2**30
+"""Memory budget of the saved paths (paths × saved times × 2 states × 8 bytes)."""
 
 
 def register(sub) -> None:
@@ -57,17 +65,26 @@ def run(args) -> int:
     from grpojax import sde
     from grpojax.plot import sde_ensemble_figure
 
-    for name in ("paths", "group_size"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    for name in ("p0", "p_star", "steps", "dt", "noise"):
+    check_oscillator_args(args)
+    if args.paths < 1:
+        raise CLIError(f"--paths must be >= 1, got {args.paths}")
+    if args.paths > MAX_PATHS:
+        raise CLIError(f"--paths {args.paths} is above the limit {MAX_PATHS:,} of one simulation")
+    for name in ("steps", "dt"):
         if not math.isfinite(getattr(args, name)):
-            raise ValueError(f"--{name.replace('_', '-')} must be finite, got {getattr(args, name)}")
+            raise CLIError(f"--{name} must be a finite number, got {getattr(args, name)}")
     if args.dt <= 0:
-        raise ValueError(f"--dt must be > 0, got {args.dt}")
+        raise CLIError(f"--dt must be > 0, got {args.dt}")
     params = dyn.from_hyperparams(args.eta, args.mu, args.k_ref, args.curvature, lag=args.lag,
                                   k_instant=args.k_instant, noise=args.noise, p_star=args.p_star)
     horizon = args.steps if args.steps > 0 else _horizon(params)
+    n_steps = horizon / args.dt
+    if n_steps > MAX_SOLVER_STEPS:
+        raise CLIError(f"--dt {args.dt} over a horizon of {horizon:g} steps needs {n_steps:.3g} solver steps, above the "
+                       f"limit {MAX_SOLVER_STEPS:,}; use a larger --dt or a shorter --steps")
+    if args.paths * 2 * min(n_steps, 401) * 8 > MAX_BYTES:
+        raise CLIError(f"--paths {args.paths} would need more than {MAX_BYTES / 2**30:.0f} GiB for the saved paths; "
+                       "use fewer paths")
     ts = np.linspace(0.0, horizon, int(min(horizon / args.dt, 400)) + 1)
     e0 = args.p0 - args.p_star
     out = out_dir(args.out)
