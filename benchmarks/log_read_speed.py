@@ -1,4 +1,4 @@
-"""How long ``grpojax.logs.read_log`` takes on 100,000-step logs of each format.
+"""How long ``grpojax.logs.read_logs`` takes on 100,000-step logs of each format.
 
     .venv/bin/python benchmarks/log_read_speed.py [--steps 100000] [--repeats 3] [--formats ...]
 
@@ -186,7 +186,7 @@ def _median_time(fn, repeats: int) -> tuple[float, float]:
 
 
 def main(argv=None) -> int:
-    from grpojax.logs import read_log
+    from grpojax.logs import read_logs
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=100_000)
@@ -213,7 +213,7 @@ def main(argv=None) -> int:
                 nonlocal runs
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    runs = read_log(p)
+                    runs = read_logs(p)
 
             t, tc = _median_time(go, args.repeats)
             b, bc = _median_time(lambda: _bare(fmt, p), args.repeats)

@@ -327,7 +327,7 @@ def plot_examples(labels, runs, results, path: pathlib.Path) -> None:
 
 def diagnose_real_logs() -> list[dict]:
     from grpojax.diagnose import diagnose
-    from grpojax.logs import read_log
+    from grpojax.logs import read_logs
 
     out = []
     if not REAL_LOGS.is_dir():
@@ -335,7 +335,7 @@ def diagnose_real_logs() -> list[dict]:
     for f in sorted(REAL_LOGS.iterdir()):
         if f.name not in REAL_EXPECT:
             continue
-        for run in read_log(f):
+        for run in read_logs(f):
             d = diagnose(run, validity=False)
             verdicts = {m: d[m].verdict for m in MODES}
             ok = all(verdicts[m] == v for m, v in REAL_EXPECT[f.name].items())

@@ -33,7 +33,7 @@ def _real_curves():
     """``[(name, steps, reward)]`` for every reward column of every real log (empty if absent)."""
     if not REAL.is_dir():
         return []
-    from grpojax.logs import read_log
+    from grpojax.logs import read_logs
 
     out = []
     for path in sorted(REAL.iterdir()):
@@ -41,7 +41,7 @@ def _real_curves():
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            runs = read_log(path)
+            runs = read_logs(path)
         for r in runs:
             s, y = r.series("reward_mean")
             out.append((path.stem.replace("-trainer_state", ""), s.astype(float), y.astype(float)))

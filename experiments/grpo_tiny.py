@@ -76,7 +76,7 @@ def _diagnose(log_path: pathlib.Path) -> dict:
     except ImportError:
         return {"status": "grpojax.diagnose not available"}
     try:
-        (run,) = read_log(log_path)
+        run = read_log(log_path)
         return diagnose(run).to_dict()
     except Exception as exc:  # noqa: BLE001
         return {"status": f"error: {exc}"}

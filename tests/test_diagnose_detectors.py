@@ -8,15 +8,26 @@ import pytest
 from grpojax.diagnose import (
     DEFAULT_CONFIG,
     DiagnoseConfig,
-    as_run,
     check_mean_field_validity,
     detect_advantage_degeneracy,
     detect_dynamical_instability,
     detect_policy_concentration,
     detect_reward_hacking,
     diagnose,
+    p_unstable_from_fit,
     severity_level,
 )
+from grpojax.fit import BayesFit
+from grpojax.logs import RunLog
+
+
+def as_run(columns: dict) -> RunLog:
+    return RunLog.from_columns(columns, name="synthetic")
+
+
+def bayes_fit(p_regime: dict) -> BayesFit:
+    """A BayesFit carrying only regime probabilities (what the instability detector reads)."""
+    return BayesFit(**{f: None for f in BayesFit._fields} | {"p_regime": p_regime})
 
 N = 400
 
@@ -179,8 +190,10 @@ def test_grad_norm_growth_nonfinite_and_posterior_trigger_instability():
     assert res.verdict == "detected" and "non-finite" in res.reason
 
     run = healthy(5)
-    assert diagnose(run, fit={"p_regime": {"unstable": 0.95}}, validity=False)["dynamical_instability"].detected
-    assert not diagnose(run, fit={"p_unstable": 0.2}, validity=False)["dynamical_instability"].detected
+    assert diagnose(run, fit=bayes_fit({"unstable": 0.95}), validity=False)["dynamical_instability"].detected
+    assert not diagnose(run, fit=bayes_fit({"unstable": 0.2}), validity=False)["dynamical_instability"].detected
+    with pytest.raises(TypeError, match="BayesFit"):
+        diagnose(run, fit={"p_regime": {"unstable": 0.95}}, validity=False)
 
 
 # ----------------------------------------------------------------------------- reward hacking
@@ -240,17 +253,19 @@ def test_config_validation_and_severity_levels():
     assert [severity_level(x) for x in (0.0, 0.2, 0.5, 0.9)] == ["none", "low", "medium", "high"]
 
 
-def test_as_run_rejects_bad_shapes_and_steps():
+def test_mapping_input_rejects_bad_shapes_and_steps():
     with pytest.raises(ValueError, match="column 'entropy' has 3 values"):
-        as_run({"reward_mean": np.zeros(4), "entropy": np.zeros(3), "step": np.arange(4)})
+        diagnose({"reward_mean": np.zeros(4), "entropy": np.zeros(3), "step": np.arange(4)})
     with pytest.raises(ValueError, match="strictly increasing"):
-        as_run({"reward_mean": np.zeros(3), "step": np.array([0, 2, 1])})
+        diagnose({"reward_mean": np.zeros(3), "step": np.array([0, 2, 1])})
+    with pytest.raises(ValueError, match="integers"):
+        diagnose({"reward_mean": np.zeros(3), "step": np.array([0, 0.5, 1])})
+    with pytest.raises(TypeError, match="RunLog or a mapping"):
+        diagnose([1.0, 2.0, 3.0])
 
 
 def test_runlog_input_and_json_roundtrip(tmp_path):
     import json
-
-    from grpojax.logs import RunLog
 
     cols = {k: np.asarray(v, float) for k, v in healthy(8).items() if k != "step"}
     rl = RunLog(name="synthetic", source="mem", format="jsonl", steps=np.arange(N, dtype=np.int64),
@@ -264,11 +279,11 @@ def test_runlog_input_and_json_roundtrip(tmp_path):
     assert all("text" in e for r in back["results"].values() for e in r["evidence"])
 
 
-def test_p_unstable_from_fit_forms_and_unidentified_regime():
-    from grpojax.diagnose._diagnose import p_unstable_from_fit
-
+def test_p_unstable_from_fit_and_unidentified_regime():
     assert p_unstable_from_fit(None) is None
-    assert p_unstable_from_fit(0.3) == 0.3
-    assert p_unstable_from_fit({"p_regime": {"unstable": 0.7, "overdamped": 0.3}}) == 0.7
+    assert p_unstable_from_fit(bayes_fit({"unstable": 0.7, "overdamped": 0.3})) == 0.7
+    assert p_unstable_from_fit(bayes_fit({"overdamped": 1.0})) is None  # a model without that regime
     # a flat curve's fit reports no regime (NaN): no evidence either way, not a NaN probability
-    assert p_unstable_from_fit({"p_regime": {"unstable": float("nan"), "overdamped": float("nan")}}) is None
+    assert p_unstable_from_fit(bayes_fit({"unstable": float("nan"), "overdamped": float("nan")})) is None
+    with pytest.raises(TypeError, match="BayesFit"):
+        p_unstable_from_fit(0.3)

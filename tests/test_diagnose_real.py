@@ -15,7 +15,7 @@ def real_diagnoses(real_logs):
     out = {}
     for name in ("trl-g4-minesweeper-trainer_state.json", "verl-qwen2-7b-math-gpg.log",
                  "trl-qwen2.5-3b-g2-train-eval-trainer_state.json", "trl-llama3.1-8b-g6-trainer_state.json"):
-        [run] = read_log(real_logs / name)
+        run = read_log(real_logs / name)
         out[name] = (run, diagnose(run, validity=False))
     return out
 

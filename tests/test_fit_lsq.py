@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from grpojax.dynamics import ThreePhase, damping_ratio, from_hyperparams, mean_reward, natural_frequency
-from grpojax.fit import check_curve, fit_law, fit_laws_batched, moving_average, noise_variance
+from grpojax.fit import check_curve, fit_law, fit_laws_batched, noise_variance
+from grpojax.logs import moving_average
 
 STEPS = np.arange(1.0, 201.0)
 NOISE = 0.004
@@ -120,7 +121,7 @@ def test_unknown_law_and_bad_smooth():
 
 def test_helpers():
     y = np.arange(10.0)
-    ma = moving_average(y, 3)
+    ma = moving_average(y, 3, edge="nan")
     assert np.isnan(ma[0]) and np.isnan(ma[-1])
     np.testing.assert_allclose(ma[1:-1], y[1:-1])
     rng = np.random.default_rng(0)

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from grpojax.logs import LogWarning, detect_format, read_log
+from grpojax.logs import LogWarning, detect_format, read_log, read_logs, write_jsonl
 
 FIX = pathlib.Path(__file__).resolve().parent / "fixtures" / "logs"
 _spec = importlib.util.spec_from_file_location("make_fixtures", FIX / "make_fixtures.py")
@@ -25,7 +25,7 @@ def f(fn, steps):
 
 
 def one(path, **kw):
-    runs = read_log(FIX / path, **kw)
+    runs = read_logs(FIX / path, **kw)
     assert len(runs) == 1
     return runs[0]
 
@@ -78,11 +78,11 @@ def test_trl_output_dir_takes_newest_checkpoint():
     assert run.steps[-1] == 40 and run.meta["n_eval_points"] == 4
 
 
-def test_trl_console_lines_string_values_tqdm_steps():
+def test_trl_console_lines_string_values_epoch_steps():
     assert detect_format(FIX / "trl_console.log") == "trl_console"
     with pytest.warns(LogWarning, match=r"trl_console.log: 1 NaN/null value\(s\).*grad_norm"):
         run = one("trl_console.log")
-    st = np.arange(2, 31, 2)  # logging_steps=2, step from the tqdm counter
+    st = np.arange(2, 31, 2)  # logging_steps=2: step = epoch x (30 steps / 1 epoch), epochs printed to 0.01
     check(run, "reward_mean", mf.reward, st)  # printed as strings
     check(run, "kl", mf.kl, st)
     check(run, "response_length", mf.length, st)
@@ -93,13 +93,13 @@ def test_trl_console_lines_string_values_tqdm_steps():
     assert run.meta["nan_counts"] == {"grad_norm": 1}
     np.testing.assert_allclose(run.series("loss")[1], 0.001 * st, atol=1e-4)
     assert run.meta["summary"]["train_loss"] == 0.0123
-    assert run.meta["step_source"] == "tqdm counter"
+    assert run.meta["step_source"] == "epoch x 30 steps per epoch"
 
 
 def test_trl_console_without_step_numbers(tmp_path):
     p = tmp_path / "out.txt"
     p.write_text("".join(f"{{'loss': 0.1, 'reward': {mf.reward(s)}, 'epoch': 0.1}}\n" for s in range(1, 6)))
-    run = read_log(p)[0]
+    run = read_log(p)
     check(run, "reward_mean", mf.reward, np.arange(1, 6))
     assert "row number" in run.meta["step_source"]
 
@@ -150,7 +150,7 @@ def test_verl_jsonl_file_logger():
 # ---------------------------------------------------------------------------------- TensorBoard
 def test_tensorboard_folder_with_several_runs():
     with pytest.warns(LogWarning) as rec:
-        runs = read_log(FIX / "tb_runs")
+        runs = read_logs(FIX / "tb_runs")
     assert detect_format(FIX / "tb_runs") == "tensorboard"
     by = {r.name: r for r in runs}
     assert sorted(by) == ["openrlhf/run_b", "trl_run_a"]
@@ -188,7 +188,7 @@ def test_tensorboard_single_event_file_and_run_dir():
 # ------------------------------------------------------------------------------------------ W&B
 def test_wandb_chart_export_several_runs():
     assert detect_format(FIX / "wandb_chart.csv") == "wandb_csv"
-    runs = read_log(FIX / "wandb_chart.csv")
+    runs = read_logs(FIX / "wandb_chart.csv")
     by = {r.name: r for r in runs}
     assert sorted(by) == ["grpo-lr1e-6", "grpo-lr3e-6"]
     check(by["grpo-lr1e-6"], "reward_mean", mf.reward, np.arange(1, 41))
@@ -201,7 +201,7 @@ def test_wandb_chart_export_several_runs():
 
 
 def test_wandb_folder_of_panel_exports_merges_runs():
-    runs = read_log(FIX / "wandb_panels")
+    runs = read_logs(FIX / "wandb_panels")
     by = {r.name: r for r in runs}
     assert sorted(by) == ["grpo-lr1e-6", "grpo-lr3e-6"]
     r = by["grpo-lr1e-6"]
@@ -256,14 +256,14 @@ def test_own_jsonl():
 def test_jsonl_round_trip(path, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LogWarning)
-        runs = read_log(FIX / path)
+        runs = read_logs(FIX / path)
     for i, run in enumerate(runs):
         out = tmp_path / f"r{i}.jsonl"
-        run.to_jsonl(out)
+        write_jsonl(out, run)
         assert detect_format(out) == "jsonl"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LogWarning)
-            [back] = read_log(out)
+            back = read_log(out)
         assert back.name == run.name and back.format == "jsonl"
         assert back.meta["converted_from"]["format"] == run.format
         np.testing.assert_array_equal(back.steps, run.steps)
@@ -281,7 +281,7 @@ def test_jsonl_logger_writes_reference_format(tmp_path):
         for s in range(1, 6):
             log.write(s, {"reward_mean": np.float32(mf.reward(s))}, kl=mf.kl(s))
         log.write(5, eval_reward=0.3)
-    run = read_log(p)[0]
+    run = read_log(p)
     assert run.name == "loop" and run.meta["group_size"] == 4
     check(run, "reward_mean", mf.reward, np.arange(1, 6))
     check(run, "eval_reward", lambda s: 0.3, np.array([5]))
@@ -290,7 +290,7 @@ def test_jsonl_logger_writes_reference_format(tmp_path):
 def test_format_override_and_bad_format_name():
     with pytest.raises(ValueError, match="format='nope'"):
         read_log(FIX / "grpojax.jsonl", format="nope")
-    runs = read_log(FIX / "verl_console_old.log", format="verl_console")
+    runs = read_logs(FIX / "verl_console_old.log", format="verl_console")
     assert runs[0].format == "verl_console"
 
 
@@ -345,7 +345,7 @@ def test_folder_with_trl_output_tensorboard_and_csv(tmp_path):
     shutil.copy(FIX / "wandb_chart.csv", out / "wandb_chart.csv")
     with warnings.catch_warnings():
         warnings.simplefilter("error", LogWarning)
-        runs = read_log(out)
+        runs = read_logs(out)
     got = sorted((r.format, r.name) for r in runs)
     assert got == [("tensorboard", "tb/other"), ("trl_state", "trl_out"),
                    ("wandb_csv", "grpo-lr1e-6"), ("wandb_csv", "grpo-lr3e-6")]
@@ -360,7 +360,7 @@ def test_trl_without_total_reward_sums_the_functions(tmp_path):
     p = tmp_path / "trainer_state.json"
     p.write_text(json.dumps({"log_history": hist}))
     with pytest.warns(LogWarning, match="unweighted sum of rewards/a/mean, rewards/b/mean"):
-        [run] = read_log(p)
+        run = read_log(p)
     np.testing.assert_allclose(run.columns["reward_mean"], 0.1 * run.steps + 1.0)
     assert run.meta["mapping"]["reward_mean"] == ["rewards/a/mean", "rewards/b/mean"]
     assert run.series("eval_reward")[1].tolist() == [0.7]

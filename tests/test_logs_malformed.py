@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-from grpojax.logs import LogFormatError, LogWarning, read_log
+from grpojax.logs import LogFormatError, LogWarning, read_log, read_logs
 
 BAD = pathlib.Path(__file__).resolve().parent / "fixtures" / "logs" / "bad"
 
@@ -79,7 +79,7 @@ def test_errors_made_on_the_fly(tmp_path):
 
 def test_resumed_run_keeps_last_value_and_warns():
     with pytest.warns(LogWarning) as rec:
-        [run] = read_log(BAD / "resumed_trainer_state.json")
+        run = read_log(BAD / "resumed_trainer_state.json")
     msgs = [str(w.message) for w in rec]
     assert any(m.startswith(str(BAD / "resumed_trainer_state.json")) and "logged more than once" in m for m in msgs)
     np.testing.assert_array_equal(run.steps, np.arange(1, 21))
@@ -92,7 +92,7 @@ def test_resumed_run_keeps_last_value_and_warns():
 
 def test_decreasing_steps_are_sorted_with_warning():
     with pytest.warns(LogWarning, match=r"decreasing.jsonl: steps are not increasing .*sorted"):
-        [run] = read_log(BAD / "decreasing.jsonl")
+        run = read_log(BAD / "decreasing.jsonl")
     np.testing.assert_array_equal(run.steps, np.arange(1, 9))
     np.testing.assert_allclose(run.columns["reward_mean"], 0.2 + 0.01 * run.steps, atol=1e-9)
     assert "duplicated_steps" not in run.meta
@@ -100,7 +100,7 @@ def test_decreasing_steps_are_sorted_with_warning():
 
 def test_nan_values_are_kept_and_counted():
     with pytest.warns(LogWarning, match=r"nan_values.jsonl: 3 NaN/null value\(s\)"):
-        [run] = read_log(BAD / "nan_values.jsonl")
+        run = read_log(BAD / "nan_values.jsonl")
     assert run.steps.size == 10  # no row dropped
     r = run.columns["reward_mean"]
     assert np.isnan(r[3]) and np.isnan(r[4]) and np.isfinite(r[5])
@@ -110,7 +110,7 @@ def test_nan_values_are_kept_and_counted():
 
 def test_truncated_last_jsonl_line_is_a_warning():
     with pytest.warns(LogWarning, match=r"truncated_last_line.jsonl: last line 10 is truncated JSON"):
-        [run] = read_log(BAD / "truncated_last_line.jsonl")
+        run = read_log(BAD / "truncated_last_line.jsonl")
     np.testing.assert_array_equal(run.steps, np.arange(1, 10))
 
 
@@ -120,7 +120,7 @@ def test_non_numeric_values(tmp_path):
             for s in range(1, 5)]
     p.write_text("\n".join(json.dumps(r) for r in rows))
     with pytest.warns(LogWarning, match="non-numeric values read as NaN in: grad_norm"):
-        [run] = read_log(p)
+        run = read_log(p)
     assert "ckpt" not in run.columns and run.meta["non_numeric_columns"] == ["ckpt"]
     assert np.isnan(run.columns["grad_norm"][1])
 
@@ -156,10 +156,21 @@ def test_no_traceback_from_inside_parsers(tmp_path):
     assert n_err > 0
 
 
-def test_log_that_starts_over_says_so(tmp_path):
+def test_log_that_starts_over_is_two_runs(tmp_path):
     p = tmp_path / "twice.jsonl"
     p.write_text("".join(json.dumps({"step": s, "reward_mean": k + 0.01 * s}) + "\n" for k in (0, 1) for s in range(1, 6)))
-    with pytest.warns(LogWarning) as rec:
-        [run] = read_log(p)
-    assert any("starts over at its first step" in str(w.message) for w in rec)
-    np.testing.assert_allclose(run.columns["reward_mean"], 1 + 0.01 * run.steps)
+    with pytest.warns(LogWarning, match=r"twice.jsonl: the step counter restarts 1 time"):
+        runs = read_logs(p)
+    assert [r.name for r in runs] == ["twice#1", "twice#2"]
+    for k, r in enumerate(runs):
+        np.testing.assert_array_equal(r.steps, np.arange(1, 6))
+        np.testing.assert_allclose(r.columns["reward_mean"], k + 0.01 * r.steps)  # never interleaved
+        assert r.meta["segment"]["index"] == k + 1 and r.meta["segment"]["of"] == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(LogFormatError) as e:
+            read_log(p)
+        assert read_log(p, run="twice#2").columns["reward_mean"][0] == pytest.approx(1.01)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(str(p)) and "holds 2 runs ('twice#1', 'twice#2')" in msg
+    assert "run=NAME" in msg and "read_logs" in msg

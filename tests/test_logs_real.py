@@ -7,13 +7,13 @@ import warnings
 import numpy as np
 import pytest
 
-from grpojax.logs import CANONICAL_COLUMNS, LogWarning, read_log
+from grpojax.logs import CANONICAL_COLUMNS, LogWarning, read_logs
 
 
 def _read(path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", LogWarning)  # the real logs are clean: no repairs needed
-        runs = read_log(path)
+        runs = read_logs(path)
     assert len(runs) == 1
     return runs[0]
 
@@ -105,5 +105,5 @@ def test_verl_console(real_logs):
 
 
 def test_real_logs_folder(real_logs):
-    runs = read_log(real_logs)
+    runs = read_logs(real_logs)
     assert sorted(r.format for r in runs) == ["trl_state"] * 3 + ["verl_console"]

@@ -1,8 +1,9 @@
 """Failure-mode diagnostics from GRPO run logs (``docs/guide/diagnostics.md``).
 
 Four detectors -- reward hacking, advantage degeneracy, policy concentration, dynamical instability --
-and a mean-field validity check, each returning a :class:`ModeResult` (verdict, severity, evidence,
-figure panel). Thresholds live in :class:`DiagnoseConfig` (documented and justified there).
+and a mean-field validity check, each taking a :class:`grpojax.logs.RunLog` and returning a
+:class:`ModeResult` (verdict, severity, evidence, and the arrays ``grpojax.plot.draw_panel`` draws).
+Thresholds live in :class:`DiagnoseConfig` (documented and justified there).
 
 Example:
     >>> import numpy as np
@@ -20,7 +21,6 @@ from grpojax.diagnose._degeneracy import detect_advantage_degeneracy
 from grpojax.diagnose._diagnose import diagnose, p_unstable_from_fit
 from grpojax.diagnose._hacking import detect_reward_hacking
 from grpojax.diagnose._instability import detect_dynamical_instability
-from grpojax.diagnose._series import Run, as_run
 from grpojax.diagnose._types import (
     MODES,
     VALIDITY,
@@ -43,8 +43,6 @@ __all__ = [
     "DiagnoseConfig",
     "Evidence",
     "ModeResult",
-    "Run",
-    "as_run",
     "check_mean_field_validity",
     "detect_advantage_degeneracy",
     "detect_dynamical_instability",

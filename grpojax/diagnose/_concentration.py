@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from grpojax.logs import RunLog
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._series import Run, edge_windows, moving_average
+from grpojax.diagnose._stats import edge_windows, centred_mean
 from grpojax.diagnose._types import ModeResult, finish_result, make_evidence
 
 MODE = "policy_concentration"
 
 
-def detect_policy_concentration(run: Run, cfg: DiagnoseConfig) -> ModeResult:
+def detect_policy_concentration(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     """Policy-concentration detector (needs ``entropy`` and ``reward_mean``)."""
     missing = [c for c in ("entropy", "reward_mean") if run.count(c) < cfg.min_points]
     if missing:
@@ -45,7 +46,7 @@ def detect_policy_concentration(run: Run, cfg: DiagnoseConfig) -> ModeResult:
     ev = [make_evidence("entropy", np.r_[s[early], s[late]], "late/initial median ratio", ratio,
                         cfg.entropy_ratio, "<=", kind="ratio")]
     # entropy half-life: first step where the smoothed entropy has lost half of its total drop
-    smooth = moving_average(h, max(3, h.size // 50))
+    smooth = centred_mean(h, max(3, h.size // 50))
     level = h1 + 0.5 * (h0 - h1)
     below = np.nonzero(smooth <= level)[0]
     half_step = float(s[below[0]]) if below.size else float(s[-1])
@@ -54,7 +55,7 @@ def detect_policy_concentration(run: Run, cfg: DiagnoseConfig) -> ModeResult:
     keep = np.isfinite(r)
     rs, r = rs[keep], r[keep]
     w = max(3, r.size // 50)
-    rsm = moving_average(r, w)
+    rsm = centred_mean(r, w)
     head = slice(0, max(3, w))
     _, rlate = edge_windows(r.size, cfg.edge_fraction, cfg.min_window_points)
     r_init, r_final = float(np.mean(r[head])), float(np.mean(r[rlate]))

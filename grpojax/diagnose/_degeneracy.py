@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from grpojax.logs import RunLog
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._series import Run, edge_windows, episodes_from_mask, moving_average
+from grpojax.diagnose._stats import edge_windows, episodes_from_mask, centred_mean
 from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
 
 MODE = "advantage_degeneracy"
@@ -26,7 +27,7 @@ def _zero_grad_mask(g: np.ndarray, cfg: DiagnoseConfig) -> np.ndarray:
     return np.isfinite(g) & (g <= cfg.zero_grad_rel_tol * ref)
 
 
-def detect_advantage_degeneracy(run: Run, cfg: DiagnoseConfig) -> ModeResult:
+def detect_advantage_degeneracy(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     """Advantage-degeneracy detector.
 
     Args:
@@ -54,7 +55,7 @@ def detect_advantage_degeneracy(run: Run, cfg: DiagnoseConfig) -> ModeResult:
                                 cfg.frac_zero_std_late, ">=", kind="fraction"))
         ev.append(make_evidence("frac_zero_std", s, "fraction of steps >= threshold",
                                 float(np.mean(v >= cfg.frac_zero_std_late))))
-        smooth = moving_average(v, max(1, cfg.min_window_points))
+        smooth = centred_mean(v, max(1, cfg.min_window_points))
         episodes += episodes_from_mask(s, smooth >= cfg.frac_zero_std_late, min_len=2)
         panel["frac_zero_std"] = (s, v)
     if have_std:

@@ -3,68 +3,76 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 
+from grpojax.fit import BayesFit
+from grpojax.logs import RunLog
 from grpojax.diagnose._concentration import detect_policy_concentration
 from grpojax.diagnose._config import DEFAULT_CONFIG, DiagnoseConfig
 from grpojax.diagnose._degeneracy import detect_advantage_degeneracy
 from grpojax.diagnose._hacking import detect_reward_hacking
 from grpojax.diagnose._instability import detect_dynamical_instability
-from grpojax.diagnose._series import as_run
 from grpojax.diagnose._types import Diagnosis, make_evidence
 from grpojax.diagnose._validity import check_mean_field_validity
 
 
-def p_unstable_from_fit(fit: Any) -> float | None:
-    """Posterior P(C <= 0) from a Bayesian fit result, or ``None`` if it does not carry one.
+def p_unstable_from_fit(fit: BayesFit | None) -> float | None:
+    """Posterior P(C <= 0) of a Bayesian fit (its ``p_regime["unstable"]``), or ``None``.
 
-    Accepts a float, a mapping or object with ``p_unstable`` / ``prob_unstable``, or a ``p_regime``
-    / ``P_regime`` / ``regime_probs`` mapping with an ``"unstable"`` entry (NaN there, as for a flat curve
-    whose regime is not identified, gives ``None``).
+    ``None`` when there is no fit, when the model has no ``"unstable"`` regime, or when that
+    probability is NaN (a flat curve whose regime is not identified).
+
+    Raises:
+        TypeError: ``fit`` is not a :class:`grpojax.fit.BayesFit`.
     """
     if fit is None:
         return None
-    if isinstance(fit, (int, float, np.floating)):
-        return float(fit)
-    get = (lambda k: fit.get(k)) if isinstance(fit, dict) else (lambda k: getattr(fit, k, None))
-    for k in ("p_unstable", "prob_unstable"):
-        v = get(k)
-        if v is not None:
-            return float(np.asarray(v))
-    for k in ("p_regime", "P_regime", "regime_probs", "regime_probabilities"):
-        v = get(k)
-        if isinstance(v, dict) and "unstable" in v:
-            p = float(np.asarray(v["unstable"]))
-            return p if np.isfinite(p) else None  # NaN: the fit identified no regime (no learning)
-    return None
+    if not isinstance(fit, BayesFit):
+        raise TypeError(f"fit must be a grpojax.fit.BayesFit or None, got {type(fit).__name__}")
+    p = (fit.p_regime or {}).get("unstable")
+    if p is None:
+        return None
+    p = float(np.asarray(p))
+    return p if np.isfinite(p) else None
 
 
-def diagnose(run: Any, *, config: DiagnoseConfig | None = None, fit: Any = None,
-             validity: bool = True, name: str | None = None) -> Diagnosis:
+def diagnose(run: RunLog | Mapping[str, np.ndarray], *, fit: BayesFit | None = None,
+             config: DiagnoseConfig | None = None, validity: bool = True, name: str | None = None) -> Diagnosis:
     """Run the four failure-mode detectors and the mean-field validity check.
 
     Args:
-        run: a ``grpojax.logs.RunLog`` or a mapping ``{canonical column: (N,) array}`` (with an optional
-            ``"step"`` array), e.g. the output of ``grpojax.bandit.rollout_log``.
+        run: a :class:`grpojax.logs.RunLog`, or a mapping ``{canonical column: (N,) array}`` (with an
+            optional integer ``"step"`` array), e.g. the output of ``grpojax.bandit.rollout_log``,
+            turned into one with :meth:`RunLog.from_columns`.
+        fit: optional Bayesian fit of the reward curve (:func:`grpojax.fit.fit_bayes`); its posterior
+            P(C <= 0) feeds the instability detector.
         config: thresholds (default :data:`DEFAULT_CONFIG`).
-        fit: optional Bayesian fit of the reward curve (``grpojax.fit``) or its P(C <= 0); feeds the
-            instability detector.
         validity: also run the mean-field validity check (a least-squares fit; off for speed in
             benchmarks that only need the verdicts).
         name: overrides the run's name.
 
     Returns:
         :class:`Diagnosis` with one :class:`ModeResult` per mode.
+
+    Raises:
+        TypeError: ``run`` is neither a ``RunLog`` nor a mapping, or ``fit`` is not a ``BayesFit``.
+        ValueError: a mapping whose columns differ in length or whose steps do not increase.
     """
+    if isinstance(run, RunLog):
+        r = run if name is None else dataclasses.replace(run, name=name)
+    elif isinstance(run, Mapping):
+        r = RunLog.from_columns(run, name=name or "run")
+    else:
+        raise TypeError(f"run must be a grpojax.logs.RunLog or a mapping of column arrays, got {type(run).__name__}")
+    p_unstable = p_unstable_from_fit(fit)
     cfg = DEFAULT_CONFIG if config is None else config
-    r = as_run(run, name=name)
     results = {
         "reward_hacking": detect_reward_hacking(r, cfg),
         "advantage_degeneracy": detect_advantage_degeneracy(r, cfg),
         "policy_concentration": detect_policy_concentration(r, cfg),
-        "dynamical_instability": detect_dynamical_instability(r, cfg, p_unstable=p_unstable_from_fit(fit)),
+        "dynamical_instability": detect_dynamical_instability(r, cfg, p_unstable=p_unstable),
     }
     if validity:
         val = check_mean_field_validity(r, cfg)

@@ -25,8 +25,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from grpojax.logs import RunLog
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._series import Run, moving_average
+from grpojax.diagnose._stats import centred_mean
 from grpojax.diagnose._types import ModeResult, finish_result, make_evidence
 
 MODE = "reward_hacking"
@@ -41,7 +42,7 @@ def _saturation_step(s: np.ndarray, y: np.ndarray, frac: float = 0.9) -> float:
     return float(s[np.nonzero(y >= y0 + frac * (y1 - y0))[0][0]])
 
 
-def detect_reward_hacking(run: Run, cfg: DiagnoseConfig) -> ModeResult:
+def detect_reward_hacking(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     """Reward-hacking (train-eval decoupling) detector (needs ``reward_mean`` and ``eval_reward``)."""
     n_tr, n_ev = run.count("reward_mean"), run.count("eval_reward")
     if n_tr < cfg.min_points or n_ev < cfg.min_eval_points:
@@ -54,7 +55,7 @@ def detect_reward_hacking(run: Run, cfg: DiagnoseConfig) -> ModeResult:
     st, rt, se, re = st[ok_t], rt[ok_t], se[ok_e], re[ok_e]
     n_ev = re.size
     m = max(2, int(round(cfg.hacking_end_fraction * n_ev)))
-    smooth_e = moving_average(re, 3) if n_ev >= 6 else re
+    smooth_e = centred_mean(re, 3) if n_ev >= 6 else re
     # eval saturation: the first (smoothed) eval point within 2 standard errors of the eval maximum, with
     # at least m eval points after it (on a flat plateau the argmax itself is wherever the noise put it)
     var_e0 = float(np.var(np.diff(re)) / 2) if n_ev > 2 else 0.0
@@ -81,7 +82,7 @@ def detect_reward_hacking(run: Run, cfg: DiagnoseConfig) -> ModeResult:
     d_tr, d_ev = t_end_val - t_peak_val, e_end - e_peak
     se_t = np.sqrt(var_t / in_peak.sum() + var_t / in_end.sum())
     se_e = np.sqrt(var_e / n_peak + var_e / m)
-    smooth_t = moving_average(rt, max(1, rt.size // 20))
+    smooth_t = centred_mean(rt, max(1, rt.size // 20))
     n_head = max(3, rt.size // 50)
     overall = abs(float(np.mean(rt[-max(3, rt.size // 10):]) - np.mean(rt[:n_head])))
     scale = max(float(np.ptp(smooth_t)), overall, cfg.decoupling_min_range_sd * np.sqrt(var_t), 1e-12)
@@ -103,7 +104,7 @@ def detect_reward_hacking(run: Run, cfg: DiagnoseConfig) -> ModeResult:
     # different saturation rates and co-movement (information only)
     ev.append(make_evidence("reward_mean", st, "step reaching 90% of rise (smoothed)",
                             _saturation_step(st, smooth_t)))
-    smooth_e = moving_average(re, 3) if re.size >= 6 else re
+    smooth_e = centred_mean(re, 3) if re.size >= 6 else re
     ev.append(make_evidence("eval_reward", se, "step reaching 90% of rise (smoothed)",
                             _saturation_step(se, smooth_e)))
     if re.size >= 4:

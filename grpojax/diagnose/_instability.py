@@ -26,25 +26,26 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from grpojax.logs import RunLog
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._series import Run, edge_windows, episodes_from_mask, lag1_autocorr, moving_average
+from grpojax.diagnose._stats import edge_windows, episodes_from_mask, lag1_autocorr, centred_mean
 from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
 
 MODE = "dynamical_instability"
 
 
-def oscillation_residual(run: Run, cfg: DiagnoseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def oscillation_residual(run: RunLog, cfg: DiagnoseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Detrended (and noise-normalised when ``reward_std`` exists) reward: ``(steps, resid, trend)``."""
     s, r = run.series("reward_mean")
     keep = np.isfinite(r)
     s, r = s[keep], r[keep]
     w = max(2 * cfg.oscillation_min_block, int(round(cfg.detrend_fraction * r.size)))
-    trend = moving_average(r, w)
+    trend = centred_mean(r, w)
     resid = r - trend
     if run.count("reward_std") >= cfg.min_points:
         ss, sd = run.series("reward_std")
         sd = np.interp(s, ss, np.abs(np.nan_to_num(sd, nan=0.0, posinf=0.0)))
-        sd = moving_average(sd, w)
+        sd = centred_mean(sd, w)
         floor = max(0.1 * float(np.max(sd)) if sd.size else 0.0, 1e-12)
         resid = resid / np.maximum(sd, floor)
     return s, resid, trend
@@ -73,7 +74,7 @@ def oscillation_growth(resid: np.ndarray, cfg: DiagnoseConfig) -> dict:
     return {"growth": growth, "p_value": p, "sd": sd, "blocks": blocks, "peak": peak}
 
 
-def detect_dynamical_instability(run: Run, cfg: DiagnoseConfig, *,
+def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
                                  p_unstable: float | None = None) -> ModeResult:
     """Dynamical-instability detector.
 

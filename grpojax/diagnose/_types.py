@@ -146,7 +146,8 @@ class ModeResult:
         evidence: the statistics behind the verdict (triggered ones first).
         reason: one line explaining the verdict (for ``insufficient_data``: what is missing).
         episodes: ``[(first_step, last_step), ...]`` where the failure is visible (shaded in figures).
-        panel_data: arrays the figure panel draws (steps, series, fitted curves).
+        panel_data: arrays the figure panel draws (steps, series, fitted curves); drawn by
+            :func:`grpojax.plot.draw_panel`.
     """
 
     mode: str
@@ -166,12 +167,6 @@ class ModeResult:
     def detected(self) -> bool:
         """True for ``detected`` (failure modes) or ``violated`` (validity check)."""
         return self.verdict in ("detected", "violated")
-
-    def panel(self, ax) -> None:
-        """Draw this detector's figure panel on a matplotlib ``Axes`` (imports matplotlib lazily)."""
-        from grpojax.plot._diagnose import draw_panel
-
-        draw_panel(self, ax)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (no panel data)."""

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from grpojax.logs import RunLog
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._series import Run, lag1_autocorr, moving_average, robust_scale
+from grpojax.diagnose._stats import centred_mean, lag1_autocorr, robust_scale
 from grpojax.diagnose._types import ModeResult, make_evidence
 
 MODE = "mean_field_validity"
@@ -101,7 +102,7 @@ def _scipy_fit(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, dict]:
     return curve, {"r0": theta[0], "r_inf": theta[1], "omega0": float(np.exp(theta[2])), "zeta": theta[3]}
 
 
-def check_mean_field_validity(run: Run, cfg: DiagnoseConfig, *, use_fit_law: bool = False) -> ModeResult:
+def check_mean_field_validity(run: RunLog, cfg: DiagnoseConfig, *, use_fit_law: bool = False) -> ModeResult:
     """Mean-field validity check on ``reward_mean`` (see the module docstring)."""
     need = max(2 * cfg.validity_smooth, 20)
     if run.count("reward_mean") < need:
@@ -111,7 +112,7 @@ def check_mean_field_validity(run: Run, cfg: DiagnoseConfig, *, use_fit_law: boo
     keep = np.isfinite(y)
     s, y = s[keep], y[keep]
     noise_var = float(np.var(np.diff(y)) / 2.0)
-    smooth = moving_average(y, cfg.validity_smooth)
+    smooth = centred_mean(y, cfg.validity_smooth)
     rise = robust_scale(smooth)
     var_y = float(np.var(y))
     ceiling = 1.0 - noise_var / var_y if var_y > 0 else float("nan")
@@ -125,7 +126,7 @@ def check_mean_field_validity(run: Run, cfg: DiagnoseConfig, *, use_fit_law: boo
     t = s - s[0]
     curve, params = fit_three_phase(t, y, use_fit_law=use_fit_law)
     r2_raw = _r2(y, curve)
-    r2_smooth = _r2(smooth, moving_average(curve, cfg.validity_smooth))
+    r2_smooth = _r2(smooth, centred_mean(curve, cfg.validity_smooth))
     rho = lag1_autocorr(y - curve)
     excess = float(np.var(y - curve)) / noise_var if noise_var > 0 else float("inf")
     ev = [

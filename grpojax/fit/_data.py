@@ -122,28 +122,6 @@ def check_curve(steps, values, *, allow_missing: bool = False, min_points: int =
     )
 
 
-def moving_average(y: np.ndarray, window: int) -> np.ndarray:
-    """Centred moving average over ``window`` points, NaN where the window is incomplete.
-
-    ``y`` may be ``(..., T)``; missing (NaN) points inside a window make that window NaN.
-    """
-    window = int(window)
-    if window < 1:
-        raise ValueError(f"smoothing window must be a positive integer, got {window}")
-    y = np.asarray(y, dtype=float)
-    if window == 1:
-        return y.copy()
-    T = y.shape[-1]
-    out = np.full_like(y, np.nan)
-    if T < window:
-        return out
-    c = np.cumsum(np.concatenate([np.zeros(y.shape[:-1] + (1,)), y], axis=-1), axis=-1)
-    ma = (c[..., window:] - c[..., :-window]) / window
-    lo = (window - 1) // 2
-    out[..., lo : lo + ma.shape[-1]] = ma
-    return out
-
-
 def noise_variance(y: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Observation-noise variance estimated from second differences: ``mean((Δ²y)²)/6``.
 

@@ -33,7 +33,8 @@ import optimistix as optx
 
 from grpojax._chunks import padded_chunks
 from grpojax.dynamics import LAWS, get_law
-from grpojax.fit._data import MIN_POINTS, check_curve, check_steps, moving_average, noise_variance
+from grpojax.fit._data import MIN_POINTS, check_curve, check_steps, noise_variance
+from grpojax.logs import moving_average
 
 STATUSES = ("ok", "not_converged", "no_learning", "insufficient_data")
 """Status names of a point fit: converged fit / LM did not converge / no detectable learning /
@@ -252,8 +253,8 @@ def _metrics(yraw, pred, mask, k, smooth):
         r2s = np.full_like(r2, np.nan)
         ceil_s = np.full_like(r2, np.nan)
     else:
-        ys = moving_average(yo, smooth)
-        ps = moving_average(np.where(mask, pred, np.nan), smooth)
+        ys = moving_average(yo, smooth, edge="nan")
+        ps = moving_average(np.where(mask, pred, np.nan), smooth, edge="nan")
         ok = np.isfinite(ys) & np.isfinite(ps)
         ysb = np.nanmean(np.where(ok, ys, np.nan), -1)
         sse_s = np.nansum(np.where(ok, (ys - ps) ** 2, np.nan), -1)

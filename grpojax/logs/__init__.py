@@ -1,24 +1,29 @@
 """Readers of GRPO training logs into the canonical run log (``docs/guide/run-log.md``).
 
->>> from grpojax.logs import read_log
->>> [run] = read_log("outputs/checkpoint-500/trainer_state.json")      # doctest: +SKIP
+>>> from grpojax.logs import read_log, read_logs
+>>> run = read_log("outputs/checkpoint-500/trainer_state.json")         # doctest: +SKIP
 >>> steps, reward = run.series("reward_mean")                           # doctest: +SKIP
+>>> runs = read_logs("runs/")            # every run of a multi-run folder  # doctest: +SKIP
 
-``read_log(path, *, format=None) -> list[RunLog]`` auto-detects the format:
+``read_logs(path, *, format=None) -> list[RunLog]`` reads every run a log holds;
+``read_log(path, *, format=None, run=None) -> RunLog`` reads a log of one run (a log of several
+runs is a :class:`LogFormatError` listing them, unless ``run=`` names one). Both auto-detect the
+format:
 
 =================  =========================================================================
 ``trl_state``      TRL/HF ``trainer_state.json`` (``log_history``; every TRL version's names)
 ``trl_console``    the dicts the HF ``Trainer`` prints (``{'loss': ..., 'reward': ...}``)
 ``verl_console``   verl ``step:N - key:value - ...`` lines (Ray prefixes/ANSI codes allowed)
 ``verl_jsonl``     verl file logger ``{"step": N, "data": {...}}``
-``tensorboard``    event files / run folders / folders of runs (one RunLog per run)
+``tensorboard``    event files / run folders / folders of runs (one RunLog per run; event files
+                   whose step counter restarts are separate runs)
 ``wandb_csv``      W&B panel export (``Step``, ``<run> - <metric>``, ``__MIN``/``__MAX``) or
                    history export (``_step``); one RunLog per run
 ``openrlhf_jsonl`` OpenRLHF ``logs_dict`` dumps (``train/global_step``, ``train/<name>``)
 ``jsonl``          grpojax's own JSONL (see :mod:`grpojax.logs._jsonl` for the reference spec:
                    optional ``{"_grpojax": {...}}`` header, then ``{"step": N, <canonical
                    names>: value}`` per line; written by :func:`write_jsonl` /
-                   :class:`JsonlLogger`)
+                   :class:`JsonlLogger`; :func:`truncate_jsonl` for resumed runs)
 =================  =========================================================================
 
 OpenRLHF logs through W&B/TensorBoard (``train/<name>``, ``eval/<name>``) are read by the
@@ -33,20 +38,41 @@ their sources). ``reward_mean`` is the total reward the trainer logged (TRL ``re
 over reward functions; per-function columns keep their names); ``eval_reward`` is the eval reward
 (TRL ``eval_reward``; verl/OpenRLHF: the unweighted mean over validation sets).
 
-Repairs and checks (each a one-line :class:`LogWarning` naming the file, also listed in
-``meta["warnings"]``): duplicated steps keep the last value (resumed runs); decreasing steps are
-sorted; NaN values are kept and counted in ``meta["nan_counts"]``. Empty, truncated or malformed
+Runs are never interleaved: a file whose step counter restarts (drops to or below the first step
+of the current segment: a second run appended, a restart from scratch) is read as several runs
+``<name>#1``, ``<name>#2``, ... Repairs and checks (each a one-line :class:`LogWarning` naming the
+file, also listed in ``meta["warnings"]``): steps logged again after a smaller rewind (a run
+resumed from a checkpoint into the same log) keep the last value; out-of-order steps are sorted;
+NaN values are kept and counted in ``meta["nan_counts"]``. :func:`merge_runs` joins a run resumed
+into a second file. :func:`moving_average` is the one centred moving average of the package (the
+fits and detectors use it) with an explicit ``edge=`` policy. Empty, truncated or malformed
 files, unknown formats and logs without a reward column raise :class:`LogFormatError` (a
 ``ValueError``) with a one-line message naming the file and the problem.
 """
 
-from grpojax.logs._jsonl import JSONL_VERSION, JsonlLogger, read_jsonl, write_jsonl
+from grpojax.logs._jsonl import (
+    JSONL_VERSION,
+    JsonlLogger,
+    flatten_metrics,
+    jsonl_header,
+    read_jsonl,
+    truncate_jsonl,
+    write_jsonl,
+)
 from grpojax.logs._names import CANDIDATES
-from grpojax.logs._read import FORMATS, detect_format, read_log
-from grpojax.logs._runlog import CANONICAL_COLUMNS, LogFormatError, LogWarning, RunLog
+from grpojax.logs._read import FORMATS, detect_format, read_log, read_logs
+from grpojax.logs._runlog import CANONICAL_COLUMNS, LogFormatError, LogWarning, RunLog, merge_runs
+from grpojax.logs._smooth import EDGE_POLICIES, moving_average
 
 __all__ = [
     "read_log",
+    "read_logs",
+    "merge_runs",
+    "moving_average",
+    "EDGE_POLICIES",
+    "jsonl_header",
+    "flatten_metrics",
+    "truncate_jsonl",
     "detect_format",
     "RunLog",
     "LogFormatError",

@@ -15,7 +15,9 @@ Format (version 1), UTF-8, one JSON object per line:
   metric) twice keeps the last value, with a warning. Steps should increase.
 
 :func:`write_jsonl` writes a :class:`RunLog` in this format (NaN entries = not logged are
-omitted); :class:`JsonlLogger` streams it from a training loop. The same reader also takes JSONL
+omitted); :class:`JsonlLogger` streams it from a training loop (append mode for resumed runs,
+nested metric dicts flattened with ``/``, an optional TensorBoard mirror) and
+:func:`truncate_jsonl` cuts a log back to a checkpoint's step before a resumed run appends. The same reader also takes JSONL
 dumps of other loggers whose step key is ``step``, ``_step`` (W&B history), ``global_step`` or
 ``train/global_step``/``eval/epoch`` (OpenRLHF ``logs_dict`` as sent to W&B: ``train/<name>``,
 ``eval/<name>``); their names go through the usual canonical mapping.
@@ -24,69 +26,79 @@ dumps of other loggers whose step key is ``step``, ``_step`` (W&B history), ``gl
 from __future__ import annotations
 
 import json
-import math
 import os
+import pathlib
+import time
 from typing import Any, Mapping
 
 import numpy as np
 
+from grpojax._io import json_number, to_jsonable, write_text_atomic
 from grpojax.logs._runlog import LogFormatError, RunLog, warn
 from grpojax.logs._table import TableBuilder
-from grpojax.logs._trl import _load_text, _run_name
+from grpojax.logs._text import load_text, run_name
 
-__all__ = ["read_jsonl", "write_jsonl", "JsonlLogger", "JSONL_VERSION"]
+__all__ = ["read_jsonl", "write_jsonl", "JsonlLogger", "JSONL_VERSION", "jsonl_header", "truncate_jsonl"]
 
 JSONL_VERSION = 1
 _STEP_KEYS = ("step", "_step", "train/global_step", "global_step", "eval/epoch", "eval/global_step")
 
 
-def _num(v: float) -> Any:
-    if math.isfinite(v):
-        return int(v) if v.is_integer() and abs(v) < 2**53 else v
-    return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+def jsonl_header(name: str, *, format: str = "jsonl", source: str = "", meta: Mapping | None = None) -> dict:
+    """The header object ``{"_grpojax": {"version", "name", "format", "source", "meta"}}``."""
+    return {"_grpojax": {"version": JSONL_VERSION, "name": str(name), "format": str(format), "source": str(source),
+                         "meta": to_jsonable(dict(meta or {}))}}
 
 
-def _clean(obj: Any) -> Any:
-    """JSON-safe copy: non-finite floats -> "nan"/"inf"/"-inf", numpy -> Python, other -> str."""
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return [_clean(v) for v in obj.tolist()]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        f = float(obj)
-        return f if math.isfinite(f) else _num(f)
-    if obj is None or isinstance(obj, str):
-        return obj
-    return str(obj)
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, allow_nan=False)
 
 
-def _header(name: str, fmt: str, source: str, meta: Mapping) -> str:
-    h = {"_grpojax": {"version": JSONL_VERSION, "name": name, "format": fmt, "source": source, "meta": dict(meta)}}
-    return json.dumps(_clean(h), allow_nan=False)
+def _value(v: Any) -> Any:
+    """One metric value as JSON: numbers (non-finite ones as strings), text kept, other -> str."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if hasattr(v, "shape") and np.ndim(v) == 0:
+        v = np.asarray(v).item()
+        if isinstance(v, (bool, int)):
+            return v
+    if isinstance(v, (float, np.floating)):
+        return json_number(v)
+    if isinstance(v, str) or v is None:
+        return v
+    return to_jsonable(v)
+
+
+def flatten_metrics(metrics: Mapping, prefix: str = "") -> dict[str, Any]:
+    """``{"timing_s": {"rollout": 1.2}}`` -> ``{"timing_s/rollout": 1.2}`` (any depth)."""
+    out: dict[str, Any] = {}
+    for k, v in metrics.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten_metrics(v, key + "/"))
+        else:
+            out[key] = v
+    return out
 
 
 def write_jsonl(path: str | os.PathLike, run: RunLog) -> None:
-    """Write ``run`` as grpojax JSONL (header line + one line per step; NaN entries omitted)."""
+    """Write ``run`` as grpojax JSONL (header line + one line per step; NaN entries omitted), atomically."""
     names = list(run.columns)
     mat = np.column_stack([run.columns[k] for k in names]) if names else np.empty((run.steps.size, 0))
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(_header(run.name, run.format, run.source, run.meta) + "\n")
-        for s, row in zip(run.steps.tolist(), mat.tolist()):
-            d: dict[str, Any] = {"step": s}
-            for k, v in zip(names, row):
-                if v == v:  # not NaN
-                    d[k] = _num(v)
-            f.write(json.dumps(d) + "\n")
+    lines = [_dumps(jsonl_header(run.name, format=run.format, source=run.source, meta=run.meta))]
+    for s, row in zip(run.steps.tolist(), mat.tolist()):
+        d: dict[str, Any] = {"step": s}
+        for k, v in zip(names, row):
+            if v == v:  # not NaN
+                d[k] = json_number(v)
+        lines.append(_dumps(d))
+    write_text_atomic(path, "\n".join(lines) + "\n")
 
 
 class JsonlLogger:
-    """Stream a run log from a training loop in grpojax JSONL.
+    """Stream a run log from a training loop in grpojax JSONL, one flushed line per call.
 
     Example:
         >>> with JsonlLogger("out/run.jsonl", name="tiny", meta={"group_size": 8}) as log:  # doctest: +SKIP
@@ -94,28 +106,75 @@ class JsonlLogger:
         ...     log.write(1, eval_reward=0.15)
 
     Args:
-        path: file to create (overwritten).
+        path: the ``.jsonl`` file (its folder is created).
         name: run name stored in the header.
         meta: JSON-able facts about the run (group size, hyper-parameters, ...).
+        header: the whole header object instead of one built from ``name``/``meta`` (``None``
+            with ``name=None``: no header line).
+        append: keep what the file holds and append (a resumed run; pair with
+            :func:`truncate_jsonl`); the header is written only when the file is new or empty.
+            ``False`` (default) starts the file over.
+        tensorboard_dir: also mirror every numeric value to TensorBoard event files there
+            (read back by :func:`grpojax.logs.read_log`).
     """
 
-    def __init__(self, path: str | os.PathLike, *, name: str = "run", meta: Mapping | None = None):
-        self.path = str(path)
-        self._f = open(self.path, "w", encoding="utf-8")
-        self._f.write(_header(name, "jsonl", self.path, meta or {}) + "\n")
+    def __init__(self, path: str | os.PathLike, *, name: str | None = "run", meta: Mapping | None = None,
+                 header: Mapping | None = None, append: bool = False,
+                 tensorboard_dir: str | os.PathLike | None = None):
+        self.path = pathlib.Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not append or not self.path.exists() or self.path.stat().st_size == 0
+        self._f = self.path.open("a" if append else "w", encoding="utf-8")
+        if header is None and name is not None:
+            header = jsonl_header(name, source=str(self.path), meta=meta)
+        if header is not None and fresh:
+            self._f.write(_dumps(to_jsonable(dict(header))) + "\n")
+            self._f.flush()
+        self._tb = None
+        if tensorboard_dir is not None:
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: PLC0415
 
-    def write(self, step: int, metrics: Mapping[str, Any] | None = None, **kw: Any) -> None:
-        """Append one line ``{"step": step, **metrics, **kw}`` (arrays/scalars converted to float)."""
-        d: dict[str, Any] = {"step": int(step)}
-        for k, v in {**(metrics or {}), **kw}.items():
-            d[str(k)] = _num(float(np.asarray(v)))
-        self._f.write(json.dumps(d) + "\n")
+            pathlib.Path(tensorboard_dir).mkdir(parents=True, exist_ok=True)
+            self._tb = EventFileWriter(str(tensorboard_dir))
+
+    def write(self, step: int, metrics: Mapping[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+        """Append one line ``{"step": step, **metrics, **kw}`` and return it as written.
+
+        Nested dicts are flattened with ``/``; numpy/JAX scalars become numbers, non-finite floats
+        the strings ``"nan"``/``"inf"``/``"-inf"``; a ``step`` key inside ``metrics`` is ignored.
+        """
+        rec: dict[str, Any] = {"step": int(step)}
+        for k, v in flatten_metrics({**(metrics or {}), **kw}).items():
+            if k != "step":
+                rec[str(k)] = _value(v)
+        self._f.write(_dumps(rec) + "\n")
         self._f.flush()
+        if self._tb is not None:
+            self._mirror(int(step), rec)
+        return rec
+
+    def _mirror(self, step: int, rec: dict) -> None:
+        from tensorboard.compat.proto.event_pb2 import Event  # noqa: PLC0415
+        from tensorboard.compat.proto.summary_pb2 import Summary  # noqa: PLC0415
+
+        values = []
+        for k, v in rec.items():
+            if k == "step" or isinstance(v, bool):
+                continue
+            if isinstance(v, str) and v in ("nan", "inf", "-inf"):
+                v = float(v)
+            if isinstance(v, (int, float)):
+                values.append(Summary.Value(tag=k, simple_value=float(v)))
+        self._tb.add_event(Event(wall_time=time.time(), step=step, summary=Summary(value=values)))
+        self._tb.flush()
 
     def close(self) -> None:
-        """Close the file."""
+        """Close the file (and the TensorBoard writer)."""
         if not self._f.closed:
             self._f.close()
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
 
     def __enter__(self) -> "JsonlLogger":
         return self
@@ -124,16 +183,41 @@ class JsonlLogger:
         self.close()
 
 
+def truncate_jsonl(path: str | os.PathLike, last_step: int) -> int:
+    """Drop every line whose ``step`` exceeds ``last_step``, and torn (non-JSON) lines; keep the header.
+
+    Used before a run resumed from the checkpoint of ``last_step`` appends to its log, so that the
+    log holds each step once. The file is rewritten atomically. Returns the number of lines kept
+    (0 when the file does not exist).
+    """
+    path = pathlib.Path(path)
+    if not path.exists():
+        return 0
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line torn by a kill
+        if not isinstance(rec, dict):
+            continue
+        step = rec.get("step")
+        if step is None or (isinstance(step, (int, float)) and step <= last_step):
+            kept.append(line)
+    write_text_atomic(path, "".join(x + "\n" for x in kept))
+    return len(kept)
+
+
 def read_jsonl(path: str | os.PathLike, text: str | None = None) -> list[RunLog]:
     """Read grpojax JSONL (or another logger's JSONL dump with a step key).
 
     Returns:
         One :class:`RunLog` (format ``"jsonl"``, or ``"openrlhf_jsonl"`` for OpenRLHF dumps).
     """
-    path, text = _load_text(path, text)
+    path, text = load_text(path, text)
     tb = TableBuilder(path)
     meta: dict = {}
-    name = _run_name(path)
+    name = run_name(path)
     fmt = "jsonl"
     lines = text.splitlines()
     step_key = None
@@ -170,10 +254,8 @@ def read_jsonl(path: str | os.PathLike, text: str | None = None) -> list[RunLog]
         for k in _STEP_KEYS:
             obj.pop(k, None)
         tb.add(step, obj)
-    if fmt == "openrlhf_jsonl":
-        meta.setdefault("group_size", None)
     meta.setdefault("group_size", None)
     for k in ("nan_counts", "duplicated_steps", "non_numeric_values", "mapping", "original_names", "steps_sorted",
               "n_train_points", "n_eval_points"):
         meta.pop(k, None)
-    return [tb.finish(name=name, format=fmt, meta=meta)]
+    return tb.finish_runs(name=name, format=fmt, meta=meta)

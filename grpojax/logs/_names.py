@@ -14,7 +14,7 @@ logs):
   entropy itself), ``actor/kl_loss`` (KL to the reference), ``actor/reward_kl_penalty``,
   ``actor/pg_clipfrac``, ``actor/grad_norm``, ``actor/lr``, ``response_length/mean``,
   ``response_length/clip_ratio``; validation ``val-core/<data_source>/<var>/mean@N`` (older
-  ``val/test_score/<data_source>``). ``actor/ppo_kl`` (old->new policy KL of the PPO step) is
+  ``val/test_score/<data_source>``; verl-agent ``val/success_rate``). ``actor/ppo_kl`` (old->new policy KL of the PPO step) is
   *not* the KL to the reference and keeps its name.
 * OpenRLHF PPO/GRPO (``logs_dict`` written as ``train/<name>`` to W&B/TensorBoard): ``reward``,
   ``return``, ``kl``, ``policy_entropy`` / ``entropy_loss`` (the entropy value), ``actor_lr`` /
@@ -50,7 +50,7 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     ),
     "reward_std": ("reward_std", "critic/score/std", "rewards/std"),
     "frac_zero_std": ("frac_zero_std", "frac_reward_zero_std"),
-    "eval_reward": ("eval_reward", "eval_rewards/mean", "eval_score"),
+    "eval_reward": ("eval_reward", "eval_rewards/mean", "eval_score", "val/success_rate"),
     "entropy": (
         "entropy",
         "actor/entropy",

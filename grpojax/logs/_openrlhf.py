@@ -21,7 +21,7 @@ import re
 
 from grpojax.logs._runlog import LogFormatError
 from grpojax.logs._table import TableBuilder
-from grpojax.logs._trl import _load_text, _run_name
+from grpojax.logs._text import load_text, run_name
 
 __all__ = ["read_openrlhf_console", "looks_like_openrlhf_console"]
 
@@ -44,7 +44,7 @@ def read_openrlhf_console(path: str | os.PathLike, text: str | None = None):
     Returns:
         One :class:`RunLog` (format ``"openrlhf_console"``).
     """
-    path, text = _load_text(path, text)
+    path, text = load_text(path, text)
     last: dict[int, dict] = {}
     order: list[int] = []
     prev = None
@@ -63,4 +63,4 @@ def read_openrlhf_console(path: str | os.PathLike, text: str | None = None):
     tb = TableBuilder(path)
     for (_, step), d in last.items():
         tb.add(step, {k: v.strip() for k, v in d.items()})
-    return [tb.finish(name=_run_name(path), format="openrlhf_console", meta={"group_size": None})]
+    return tb.finish_runs(name=run_name(path), format="openrlhf_console", meta={"group_size": None})

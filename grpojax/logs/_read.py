@@ -1,4 +1,4 @@
-"""``read_log``: format auto-detection and dispatch for files and folders."""
+"""``read_logs`` / ``read_log``: format auto-detection and dispatch for files and folders."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import os
 import re
 import warnings
 
-from grpojax.logs._runlog import LogFormatError, LogWarning, RunLog
+from grpojax.logs import _jsonl, _openrlhf, _tensorboard, _trl, _verl, _wandb
+from grpojax.logs._runlog import LogFormatError, LogWarning, RunLog, merge_runs
+from grpojax.logs._text import find_event_dirs, is_event_file
 
-__all__ = ["read_log", "detect_format", "FORMATS"]
+__all__ = ["read_log", "read_logs", "detect_format", "FORMATS"]
 
 #: Format names ``read_log`` understands (``format=`` accepts these).
 FORMATS: tuple[str, ...] = (
@@ -28,8 +30,6 @@ _HEAD = 1 << 16
 
 
 def _reader(fmt: str):
-    from grpojax.logs import _jsonl, _openrlhf, _tensorboard, _trl, _verl, _wandb
-
     return {
         "trl_state": _trl.read_trl_state,
         "trl_console": _trl.read_trl_console,
@@ -43,10 +43,6 @@ def _reader(fmt: str):
     }[fmt]
 
 
-def _is_event_file(name: str) -> bool:
-    return "tfevents" in os.path.basename(name)
-
-
 def detect_format(path: str | os.PathLike) -> str:
     """Guess the format of one log file (folders: see :func:`read_log`).
 
@@ -56,7 +52,7 @@ def detect_format(path: str | os.PathLike) -> str:
     """
     path = str(path)
     if os.path.isdir(path):
-        only_tb = _find_event_dirs(path) and not any(
+        only_tb = find_event_dirs(path) and not any(
             f == "trainer_state.json" or f.lower().endswith((".json", ".jsonl", ".log", ".txt", ".csv", ".out"))
             for _, _, files in os.walk(path)
             for f in files
@@ -64,7 +60,7 @@ def detect_format(path: str | os.PathLike) -> str:
         return "tensorboard" if only_tb else "folder"
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file or folder")
-    if _is_event_file(path):
+    if is_event_file(path):
         return "tensorboard"
     with open(path, "rb") as f:
         raw = f.read(_HEAD)
@@ -100,15 +96,11 @@ def detect_format(path: str | os.PathLike) -> str:
 
 
 def _console_kind(text: str) -> str | None:
-    from grpojax.logs._openrlhf import looks_like_openrlhf_console
-    from grpojax.logs._trl import looks_like_trl_console
-    from grpojax.logs._verl import looks_like_verl_console
-
-    if looks_like_verl_console(text):
+    if _verl.looks_like_verl_console(text):
         return "verl_console"
-    if looks_like_openrlhf_console(text):
+    if _openrlhf.looks_like_openrlhf_console(text):
         return "openrlhf_console"
-    if looks_like_trl_console(text):
+    if _trl.looks_like_trl_console(text):
         return "trl_console"
     return None
 
@@ -131,26 +123,19 @@ def _jsonl_kind(line: str) -> str | None:
     return None
 
 
-def _find_event_dirs(root: str) -> list[str]:
-    out = []
-    for d, _, files in os.walk(root):
-        if any(_is_event_file(f) for f in files):
-            out.append(d)
-    return sorted(out)
-
-
-def read_log(path: str | os.PathLike, *, format: str | None = None) -> list[RunLog]:
-    """Read a training log into canonical run logs (``docs/guide/run-log.md``).
+def read_logs(path: str | os.PathLike, *, format: str | None = None) -> list[RunLog]:
+    """Read every run a training log holds into canonical run logs (``docs/guide/run-log.md``).
 
     Args:
         path: a log file, or a folder: TensorBoard log dir (every sub-folder holding event files
-            is one run), a TRL output dir (the newest ``checkpoint-*/trainer_state.json``), or a
-            folder of log files (each read on its own; W&B CSVs with the same run name merged).
+            holds one or more runs), a TRL output dir (the newest ``checkpoint-*/trainer_state.json``),
+            or a folder of log files (each read on its own; W&B CSVs with the same run name merged).
         format: force one of :data:`FORMATS` instead of auto-detecting.
 
     Returns:
-        A list of :class:`RunLog`, one per run found (several for multi-run folders, W&B CSVs
-        with several runs, TensorBoard dirs with several runs).
+        A list of :class:`RunLog`, one per run found, never merged across runs: several for
+        multi-run folders, W&B CSVs with several runs, TensorBoard folders with several runs, and
+        files whose step counter restarts (each restart starts a new run, named ``<name>#k``).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -177,6 +162,43 @@ def read_log(path: str | os.PathLike, *, format: str | None = None) -> list[RunL
         raise LogFormatError(path, f"could not read as {fmt}: {type(e).__name__}: {e}") from None
 
 
+def read_log(path: str | os.PathLike, *, format: str | None = None, run: str | None = None) -> RunLog:
+    """Read a log that holds one run (see :func:`read_logs` for what is read and how).
+
+    Args:
+        path: a log file or folder.
+        format: force one of :data:`FORMATS` instead of auto-detecting.
+        run: pick the run of this name when the log holds several.
+
+    Returns:
+        The run's :class:`RunLog`.
+
+    Raises:
+        LogFormatError: the log holds several runs and ``run`` is not given (or names none of
+            them): the one-line message lists the runs and how to pick one; and everything
+            :func:`read_logs` raises.
+    """
+    runs = read_logs(path, format=format)
+    if run is not None:
+        picked = [r for r in runs if r.name == run]
+        if not picked:
+            raise LogFormatError(path, f"no run named {run!r}; runs: {_run_list(runs)}")
+        runs = picked[:1]
+    if len(runs) > 1:
+        raise LogFormatError(
+            path,
+            f"holds {len(runs)} runs ({_run_list(runs)}); read one with read_log(path, run=NAME), "
+            "or pass the path of one run's file or sub-folder, or read them all with read_logs(path)",
+        )
+    return runs[0]
+
+
+def _run_list(runs: list[RunLog], limit: int = 8) -> str:
+    one_source = len({r.source for r in runs}) == 1
+    items = [repr(r.name) if one_source or not r.source else f"{r.name!r} from {r.source}" for r in runs[:limit]]
+    return ", ".join(items) + (f", ... ({len(runs)} in all)" if len(runs) > limit else "")
+
+
 def _read_folder(path: str) -> list[RunLog]:
     """Every run under a folder: TRL output dirs, TensorBoard run dirs, and other log files.
 
@@ -187,12 +209,10 @@ def _read_folder(path: str) -> list[RunLog]:
     ``.txt``, ``.out``, ``.csv`` or ``.json`` file is read on its own; files that fail are skipped
     with one warning (``.json`` files that are not logs at all, like ``config.json``, silently).
     """
-    from grpojax.logs._tensorboard import read_event_dirs
-
     states, others = [], []
     event_dirs = []
     for d, _, files in os.walk(path):
-        if any(_is_event_file(f) for f in files):
+        if any(is_event_file(f) for f in files):
             event_dirs.append(d)
         for f in sorted(files):
             full = os.path.join(d, f)
@@ -208,11 +228,11 @@ def _read_folder(path: str) -> list[RunLog]:
         by_out.setdefault(key, []).append(st)
     for key, lst in sorted(by_out.items()):
         best = max(lst, key=lambda f: (os.path.getsize(f), _ckpt_num(f)))
-        runs.extend(read_log(best, format="trl_state"))
+        runs.extend(read_logs(best, format="trl_state"))
     outs = [os.path.abspath(k) + os.sep for k in by_out]
     tb_dirs = [d for d in sorted(event_dirs) if not any((os.path.abspath(d) + os.sep).startswith(o) for o in outs)]
     if tb_dirs:
-        runs.extend(read_event_dirs(path, tb_dirs))
+        runs.extend(_tensorboard.read_event_dirs(path, tb_dirs))
     skipped = []
     for f in others:
         if any((os.path.abspath(f)).startswith(o) for o in outs) and f.endswith(".json"):
@@ -220,11 +240,9 @@ def _read_folder(path: str) -> list[RunLog]:
         try:
             fmt = detect_format(f)
             if fmt == "wandb_csv":
-                from grpojax.logs._wandb import read_wandb_csv
-
-                runs.extend(read_wandb_csv(f, require_reward=False))
+                runs.extend(_wandb.read_wandb_csv(f, require_reward=False))
             else:
-                runs.extend(read_log(f, format=fmt))
+                runs.extend(read_logs(f, format=fmt))
         except LogFormatError as e:
             if f.endswith(".json") and "log_history" not in e.problem and "truncated" not in e.problem:
                 continue  # a JSON file that is no log at all
@@ -250,8 +268,6 @@ def _merge_same_name(runs: list[RunLog]) -> list[RunLog]:
             groups.setdefault(r.name, []).append(r)
         else:
             out.append(r)
-    from grpojax.logs._wandb import merge_runs
-
     for name, lst in groups.items():
         r = lst[0] if len(lst) == 1 else merge_runs(lst)
         if "reward_mean" not in r.columns:

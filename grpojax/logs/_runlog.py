@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["RunLog", "LogFormatError", "LogWarning", "CANONICAL_COLUMNS"]
+__all__ = ["RunLog", "LogFormatError", "LogWarning", "CANONICAL_COLUMNS", "merge_runs"]
 
 #: Canonical column names every reader maps to. Other metrics keep their own names.
 CANONICAL_COLUMNS: tuple[str, ...] = (
@@ -99,14 +99,72 @@ class RunLog:
         object.__setattr__(self, "columns", cols)
         object.__setattr__(self, "source", str(self.source))
 
+    @classmethod
+    def from_columns(
+        cls,
+        columns: Mapping[str, Any],
+        *,
+        steps: Any = None,
+        name: str = "run",
+        source: str = "",
+        format: str = "arrays",
+        meta: dict[str, Any] | None = None,
+    ) -> "RunLog":
+        """A run log from in-memory arrays (a simulation, a test, a dataframe's columns).
+
+        Args:
+            columns: ``{name: (N,) array}``; NaN marks "not logged". A ``"step"`` entry gives the
+                steps when ``steps`` is not given. Entries that are not 1-d numeric arrays (per-arm
+                matrices, names, ...) are left out.
+            steps: ``(N,)`` strictly increasing integer-valued steps (default ``0..N-1``).
+            name, source, format, meta: see the attributes.
+
+        Raises:
+            ValueError: columns of different lengths, or steps that are not strictly increasing
+                integers.
+        """
+        cols_in = dict(columns)
+        if steps is None:
+            steps = cols_in.pop("step", None)
+        else:
+            cols_in.pop("step", None)
+        cols: dict[str, np.ndarray] = {}
+        for k, v in cols_in.items():
+            a = np.asarray(v)
+            if a.ndim == 1 and a.dtype.kind in "biuf":
+                cols[str(k)] = a.astype(np.float64)
+        lengths = {k: a.shape[0] for k, a in cols.items()}
+        n = max(lengths.values()) if lengths else 0
+        if steps is None:
+            steps = np.arange(n, dtype=np.int64)
+        s = np.asarray(steps, dtype=np.float64).reshape(-1)
+        if not np.all(np.isfinite(s)) or not np.all(s == np.round(s)):
+            raise ValueError(f"run {name!r}: steps must be integers, got {s[:5].tolist()}...")
+        for k, a in cols.items():
+            if a.shape[0] != s.shape[0]:
+                raise ValueError(f"run {name!r}: column {k!r} has {a.shape[0]} values but there are "
+                                 f"{s.shape[0]} steps")
+        if s.size > 1 and not np.all(np.diff(s) > 0):
+            raise ValueError(f"run {name!r}: steps must be strictly increasing")
+        return cls(name=name, source=source, format=format, steps=s.astype(np.int64), columns=cols,
+                   meta=dict(meta or {}))
+
     # -- queries ---------------------------------------------------------------------------
-    def has(self, col: str) -> bool:
-        """True if column ``col`` exists and has at least one non-NaN value."""
+    def count(self, col: str) -> int:
+        """Number of logged (non-NaN) values of ``col``; 0 when there is no such column."""
         a = self.columns.get(col)
-        return a is not None and bool(np.any(~np.isnan(a)))
+        return 0 if a is None else int(np.count_nonzero(~np.isnan(a)))
+
+    def has(self, col: str, min_points: int = 1) -> bool:
+        """True if column ``col`` exists with at least ``min_points`` logged (non-NaN) values."""
+        return self.count(col) >= min_points
 
     def series(self, col: str) -> tuple[np.ndarray, np.ndarray]:
         """The logged points of one column.
+
+        NaN entries (not logged, or logged as NaN) are dropped; infinities are kept. A column that
+        does not exist is an error, never an empty series: check :meth:`has` / :meth:`count` first
+        when a column is optional.
 
         Returns:
             ``(steps, values)``: int64 and float64 arrays of equal length with NaNs dropped.
@@ -132,12 +190,49 @@ class RunLog:
         )
 
     # -- conversion ----------------------------------------------------------------------
-    def to_jsonl(self, path: str | os.PathLike) -> None:
-        """Write this run in the project's own JSONL format (see :mod:`grpojax.logs`)."""
-        from grpojax.logs._jsonl import write_jsonl
-
-        write_jsonl(path, self)
-
     def to_dict(self) -> dict[str, np.ndarray]:
         """``{"step": steps, **columns}`` (handy for ``pandas.DataFrame(run.to_dict())``)."""
         return {"step": self.steps, **self.columns}
+
+
+def merge_runs(runs: list[RunLog]) -> RunLog:
+    """Merge run logs of one run split over several files, in the order given.
+
+    For one W&B panel CSV per metric, or a run resumed from a checkpoint into a new log file
+    (``merge_runs([before, after])``). Columns are aligned on the union of steps; where two logs
+    hold the same column at the same step the later log wins. Name and format are the first's.
+    """
+    if not runs:
+        raise ValueError("merge_runs needs at least one run, got none")
+    steps = np.unique(np.concatenate([r.steps for r in runs]))
+    cols: dict[str, np.ndarray] = {}
+    meta: dict = {"merged_from": [r.source for r in runs], "warnings": [], "mapping": {}}
+    for r in runs:
+        pos = np.searchsorted(steps, r.steps)
+        for k, v in r.columns.items():
+            a = cols.setdefault(k, np.full(steps.shape, np.nan))
+            ok = ~np.isnan(v)
+            a[pos[ok]] = v[ok]
+        meta["warnings"].extend(r.meta.get("warnings", []))
+        meta["mapping"].update(r.meta.get("mapping", {}))
+        meta.setdefault("group_size", r.meta.get("group_size"))
+    rm, ev = cols.get("reward_mean"), cols.get("eval_reward")
+    meta["n_train_points"] = int(np.count_nonzero(~np.isnan(rm))) if rm is not None else 0
+    meta["n_eval_points"] = int(np.count_nonzero(~np.isnan(ev))) if ev is not None else 0
+    return RunLog(
+        name=runs[0].name,
+        source=_common_source([r.source for r in runs]),
+        format=runs[0].format,
+        steps=steps,
+        columns=cols,
+        meta=meta,
+    )
+
+
+def _common_source(sources: list[str]) -> str:
+    if len(sources) == 1:
+        return sources[0]
+    try:
+        return os.path.commonpath(sources)
+    except ValueError:  # relative and absolute, or empty
+        return sources[0]

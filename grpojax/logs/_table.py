@@ -25,7 +25,7 @@ import numpy as np
 from grpojax.logs._names import canonicalize
 from grpojax.logs._runlog import LogFormatError, RunLog, warn
 
-__all__ = ["TableBuilder", "to_float"]
+__all__ = ["TableBuilder", "to_float", "restart_points"]
 
 
 def to_float(v: Any) -> float | None:
@@ -159,23 +159,8 @@ class TableBuilder:
             raise LogFormatError(self.path, "step values out of range")
         return s.astype(np.int64)
 
-    def finish(
-        self,
-        *,
-        name: str,
-        format: str,
-        meta: dict | None = None,
-        require_reward: bool = True,
-    ) -> RunLog:
-        """Build the run log (see the module docstring for what happens).
-
-        Raises:
-            LogFormatError: no rows, non-integer steps, or (``require_reward``) no reward column.
-        """
-        meta = dict(meta or {})
-        meta.setdefault("warnings", [])
-        if self._n == 0:
-            raise LogFormatError(self.path, "no metric rows found")
+    def _collect(self, meta: dict) -> tuple[np.ndarray, dict[str, list[tuple[np.ndarray, np.ndarray]]], dict]:
+        """Row steps (in row order) and, per column, its (row indices, values) parts."""
         n = self._n
         row_steps = np.empty(n, dtype=np.int64)
         per_col: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
@@ -189,9 +174,82 @@ class TableBuilder:
             row_steps[idx_a] = self._steps(steps)
             for k, (m, v) in cols.items():
                 per_col.setdefault(k, []).append((idx_a[m], v[m]))
-        non_numeric = meta.pop("_non_numeric", {})
+        return row_steps, per_col, meta.pop("_non_numeric", {})
 
-        uniq = np.unique(row_steps)
+    def finish(
+        self,
+        *,
+        name: str,
+        format: str,
+        meta: dict | None = None,
+        require_reward: bool = True,
+    ) -> RunLog:
+        """Build the run log from every row (see the module docstring for what happens).
+
+        Raises:
+            LogFormatError: no rows, non-integer steps, or (``require_reward``) no reward column.
+        """
+        meta = dict(meta or {})
+        meta.setdefault("warnings", [])
+        if self._n == 0:
+            raise LogFormatError(self.path, "no metric rows found")
+        row_steps, per_col, non_numeric = self._collect(meta)
+        return self._build(row_steps, per_col, non_numeric, name, format, meta, require_reward)
+
+    def finish_runs(
+        self,
+        *,
+        name: str,
+        format: str,
+        meta: dict | None = None,
+        require_reward: bool = True,
+    ) -> list[RunLog]:
+        """Like :meth:`finish`, but split where the step counter restarts (rows in file order).
+
+        A row whose step is lower than the previous row's and not above the first step of the
+        current segment starts a new run (a second run appended to the same file, or a restart
+        from scratch). A smaller rewind (a run resumed from a checkpoint into the same file) stays
+        one run whose re-logged steps keep their last value, with a warning. Each segment becomes
+        its own :class:`RunLog`, named ``<name>#1``, ``<name>#2``, ... with ``meta["segment"]``
+        saying which; a file without restarts gives one run named ``name``.
+        """
+        meta = dict(meta or {})
+        meta.setdefault("warnings", [])
+        if self._n == 0:
+            raise LogFormatError(self.path, "no metric rows found")
+        row_steps, per_col, non_numeric = self._collect(meta)
+        cuts = restart_points(row_steps)
+        if not cuts:
+            return [self._build(row_steps, per_col, non_numeric, name, format, meta, require_reward)]
+        bounds = [0, *cuts, row_steps.size]
+        out = []
+        n_seg = len(bounds) - 1
+        for k in range(n_seg):
+            a, b = bounds[k], bounds[k + 1]
+            part: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+            for col, parts in per_col.items():
+                for idx, val in parts:
+                    m = (idx >= a) & (idx < b)
+                    if m.any():
+                        part.setdefault(col, []).append((idx[m], val[m]))
+            seg_meta = {kk: (list(v) if isinstance(v, list) else v) for kk, v in meta.items()}
+            seg_meta["segment"] = {"index": k + 1, "of": n_seg, "first_step": int(row_steps[a]),
+                                   "last_step": int(row_steps[b - 1])}
+            if k == 0:
+                firsts = ", ".join(str(int(row_steps[c])) for c in cuts[:5])
+                warn(self.path, f"the step counter restarts {len(cuts)} time(s) (at rows {', '.join(str(c + 1) for c in cuts[:5])}, "
+                     f"back to step {firsts}): read as {n_seg} runs {name}#1..{name}#{n_seg}", None)
+            seg_meta["warnings"] = list(seg_meta.get("warnings", [])) + [
+                f"run {k + 1} of {n_seg} in a file whose step counter restarts"]
+            out.append(self._build(row_steps, part, non_numeric, f"{name}#{k + 1}",
+                                   format, seg_meta, require_reward, rows=(a, b)))
+        return out
+
+    def _build(self, row_steps, per_col, non_numeric, name, format, meta, require_reward, rows=None) -> RunLog:
+        if rows is None:
+            uniq = np.unique(row_steps)
+        else:
+            uniq = np.unique(row_steps[rows[0]:rows[1]])
         backwards: list[tuple[str, int, int, int]] = []  # (column, count, from, to)
 
         # -- columns, keep-last on duplicates -----------------------------------------------------
@@ -226,7 +284,7 @@ class TableBuilder:
                 out[u] = val[::-1][first]
             else:
                 out[pos] = val
-            nn -= non_numeric.get(k, 0)
+            nn = max(nn - non_numeric.get(k, 0), 0)
             if nn:
                 nan_counts[k] = nn
             columns[k] = out
@@ -242,14 +300,9 @@ class TableBuilder:
         if dup_steps:
             ds = sorted(dup_steps)
             shown = ", ".join(map(str, ds[:5])) + (", ..." if len(ds) > 5 else "")
-            hint = (
-                "the log starts over at its first step: a second run appended to the same file?"
-                if ds[0] == uniq[0]
-                else "a resumed run?"
-            )
             warn(
                 self.path,
-                f"{len(ds)} step(s) logged more than once ({hint}): {shown}; kept the last value logged for each",
+                f"{len(ds)} step(s) logged more than once (a resumed run?): {shown}; kept the last value logged for each",
                 meta,
             )
             meta["duplicated_steps"] = ds
@@ -284,6 +337,22 @@ class TableBuilder:
         ev = columns.get("eval_reward")
         meta["n_eval_points"] = int(np.count_nonzero(~np.isnan(ev))) if ev is not None else 0
         return RunLog(name=name, source=self.path, format=format, steps=uniq, columns=columns, meta=meta)
+
+
+def restart_points(steps: np.ndarray) -> list[int]:
+    """Indices where a step sequence (in logging order) restarts: the step drops below the previous
+    one and is not above the first step of the current segment."""
+    steps = np.asarray(steps)
+    if steps.size < 2:
+        return []
+    drops = np.flatnonzero(np.diff(steps) < 0) + 1
+    cuts: list[int] = []
+    first = steps[0]
+    for i in drops.tolist():
+        if steps[i] <= first:
+            cuts.append(i)
+            first = steps[i]
+    return cuts
 
 
 def _names_list(names: Iterable[str], limit: int = 8) -> str:

@@ -13,10 +13,19 @@ writes, hence TRL/HF ``Trainer``, verl and OpenRLHF) and scalar *tensors* of the
 plugin (what ``tf.summary.scalar`` / ``tensorboard.summary.Writer`` write). Tags keep their names
 up to the canonical mapping, which strips ``train/`` and turns ``eval/x`` into ``eval_x``.
 
-A folder is searched recursively; every sub-folder that holds event files is one run (named by
-its path relative to the folder given), so ``runs/`` with one sub-folder per run gives one
-:class:`RunLog` per run. Several event files in one folder (a restarted run) are read in order,
-and steps logged again keep their last value.
+A folder is searched recursively; every sub-folder that holds event files holds one or more
+runs, named by its path relative to the folder given. Inside one folder the event files are taken
+in name (= creation) order, and each file's events in the order they were written:
+
+* a file whose first step is above the first step of the run read so far continues that run (a
+  run resumed from a checkpoint: steps logged again keep the later file's value, with a warning);
+* a file whose first step is not above it starts a new run (the step counter restarted: another
+  run written to the same folder), as does a restart of the step counter inside one file (the
+  step drops to or below the first step of the current segment).
+
+Runs are never merged across restarts. Several runs from one folder are named
+``<folder>/<event file name>`` (plus ``#k`` for the k-th run inside one file); a run's ``source``
+is its first event file, so one run can be read on its own from that path.
 """
 
 from __future__ import annotations
@@ -24,37 +33,19 @@ from __future__ import annotations
 import os
 import struct
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
 from grpojax.logs._runlog import LogFormatError, LogWarning, RunLog, warn
-from grpojax.logs._table import TableBuilder
+from grpojax.logs._table import TableBuilder, restart_points
+from grpojax.logs._text import event_files, find_event_dirs
 
 __all__ = ["read_tensorboard"]
 
 
-def _load(path: str):
-    from tensorboard.backend.event_processing import event_accumulator as ea
-
-    acc = ea.EventAccumulator(
-        path,
-        size_guidance={ea.SCALARS: 0, ea.TENSORS: 0, ea.HISTOGRAMS: 1, ea.IMAGES: 1, ea.AUDIO: 1, ea.COMPRESSED_HISTOGRAMS: 1},
-    )
-    try:
-        acc.Reload()
-    except Exception as e:  # noqa: BLE001 - corrupted records surface as assorted errors
-        raise LogFormatError(path, f"unreadable TensorBoard events ({type(e).__name__}: {e})") from None
-    return acc
-
-
 class _Fallback(Exception):
     pass
-
-
-def _event_files(path: str) -> list[str]:
-    if os.path.isfile(path):
-        return [path]
-    return sorted(os.path.join(path, f) for f in os.listdir(path) if "tfevents" in f and os.path.isfile(os.path.join(path, f)))
 
 
 def _scalar_of(v, tensor_util) -> float | None:
@@ -78,106 +69,191 @@ def _scalar_of(v, tensor_util) -> float | None:
     return None
 
 
-def _read_one_fast(path: str, name: str) -> RunLog | None:
-    from google.protobuf.message import DecodeError
-    from tensorboard.compat.proto import event_pb2
-    from tensorboard.util import tensor_util
+class _Records(NamedTuple):
+    """The scalar records of one event file in write order (one per summary value)."""
+
+    path: str
+    steps: np.ndarray  # (n,) int64
+    tags: np.ndarray  # (n,) int: index into ``names``
+    values: np.ndarray  # (n,) float64
+    names: list[str]
+    partial: bool  # the file ends in a partial record
+
+
+def _records_fast(fn: str) -> _Records:
+    from google.protobuf.message import DecodeError  # noqa: PLC0415
+    from tensorboard.compat.proto import event_pb2  # noqa: PLC0415
+    from tensorboard.util import tensor_util  # noqa: PLC0415
 
     parse = event_pb2.Event.FromString
-    series: dict[str, tuple[list, list]] = {}
-    meta: dict = {"group_size": None, "tags": 0}
-    partial = []
-    for fn in _event_files(path):
-        with open(fn, "rb") as f:
-            data = f.read()
-        pos, n = 0, len(data)
-        n_records = 0
-        while pos < n:
-            if pos + 12 > n:
-                partial.append(os.path.basename(fn))
-                break
-            (length,) = struct.unpack_from("<Q", data, pos)
-            start = pos + 12
-            end = start + length
-            if end + 4 > n:
-                partial.append(os.path.basename(fn))
-                break
-            try:
-                ev = parse(data[start:end])
-            except DecodeError:
-                raise _Fallback from None
-            pos = end + 4
-            n_records += 1
-            if not ev.HasField("summary"):
+    with open(fn, "rb") as f:
+        data = f.read()
+    pos, n = 0, len(data)
+    n_records = 0
+    partial = False
+    steps: list[int] = []
+    tags: list[int] = []
+    vals: list[float] = []
+    code: dict[str, int] = {}
+    while pos < n:
+        if pos + 12 > n:
+            partial = True
+            break
+        (length,) = struct.unpack_from("<Q", data, pos)
+        start = pos + 12
+        end = start + length
+        if end + 4 > n:
+            partial = True
+            break
+        try:
+            ev = parse(data[start:end])
+        except DecodeError:
+            raise _Fallback from None
+        pos = end + 4
+        n_records += 1
+        if not ev.HasField("summary"):
+            continue
+        step = ev.step
+        for v in ev.summary.value:
+            x = _scalar_of(v, tensor_util)
+            if x is None:
                 continue
-            step = ev.step
-            for v in ev.summary.value:
-                x = _scalar_of(v, tensor_util)
-                if x is None:
-                    continue
-                sv = series.get(v.tag)
-                if sv is None:
-                    sv = series[v.tag] = ([], [])
-                sv[0].append(step)
-                sv[1].append(x)
-        if n_records == 0 and n > 0:
-            raise LogFormatError(fn, "not a TensorBoard event file (no complete record)")
+            c = code.get(v.tag)
+            if c is None:
+                c = code[v.tag] = len(code)
+            steps.append(step)
+            tags.append(c)
+            vals.append(x)
+    if n_records == 0 and n > 0:
+        raise LogFormatError(fn, "not a TensorBoard event file (no complete record)")
+    return _Records(fn, np.array(steps, dtype=np.int64), np.array(tags, dtype=np.int64),
+                    np.array(vals, dtype=np.float64), list(code), partial)
+
+
+def _records_accumulator(fn: str) -> _Records:
+    """The same records through tensorboard's ``EventAccumulator`` (checks CRCs), ordered by wall time."""
+    from tensorboard.backend.event_processing import event_accumulator as ea  # noqa: PLC0415
+    from tensorboard.util import tensor_util  # noqa: PLC0415
+
+    acc = ea.EventAccumulator(
+        fn,
+        size_guidance={ea.SCALARS: 0, ea.TENSORS: 0, ea.HISTOGRAMS: 1, ea.IMAGES: 1, ea.AUDIO: 1,
+                       ea.COMPRESSED_HISTOGRAMS: 1},
+        purge_orphaned_data=False,
+    )
+    try:
+        acc.Reload()
+    except Exception as e:  # noqa: BLE001 - corrupted records surface as assorted errors
+        raise LogFormatError(fn, f"unreadable TensorBoard events ({type(e).__name__}: {e})") from None
+    tags = acc.Tags()
+    rows: list[tuple[float, int, int, int, float]] = []  # (wall time, order, step, tag, value)
+    names: list[str] = []
+    for tag in tags.get("scalars", []):
+        c = len(names)
+        names.append(tag)
+        for i, e in enumerate(acc.Scalars(tag)):
+            rows.append((e.wall_time, i, e.step, c, float(e.value)))
+    for tag in tags.get("tensors", []):
+        try:
+            vals = [tensor_util.make_ndarray(e.tensor_proto) for e in acc.Tensors(tag)]
+        except Exception:  # noqa: BLE001 - strings etc.
+            continue
+        if not vals or not all(v.size == 1 and v.dtype.kind in "biuf" for v in vals):
+            continue
+        c = len(names)
+        names.append(tag)
+        for i, (e, v) in enumerate(zip(acc.Tensors(tag), vals)):
+            rows.append((e.wall_time, i, e.step, c, float(v.reshape(()))))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return _Records(fn, np.array([r[2] for r in rows], dtype=np.int64), np.array([r[3] for r in rows], dtype=np.int64),
+                    np.array([r[4] for r in rows], dtype=np.float64), names, False)
+
+
+def _records(fn: str, engine: str) -> _Records:
+    if os.path.getsize(fn) == 0:
+        raise LogFormatError(fn, "empty file")
+    if engine == "accumulator":
+        return _records_accumulator(fn)
+    try:
+        return _records_fast(fn)
+    except _Fallback:
+        return _records_accumulator(fn)
+
+
+def _split_runs(files: list[_Records]) -> list[list[tuple[_Records, int, int]]]:
+    """Group (file, first record, end record) segments into runs (see the module docstring)."""
+    runs: list[list[tuple[_Records, int, int]]] = []
+    first_step = None
+    for rec in files:
+        if rec.steps.size == 0:
+            continue
+        bounds = [0, *restart_points(rec.steps), rec.steps.size]
+        for k in range(len(bounds) - 1):
+            a, b = bounds[k], bounds[k + 1]
+            s0 = int(rec.steps[a])
+            if k > 0 or first_step is None or s0 <= first_step:
+                runs.append([])
+                first_step = s0
+            runs[-1].append((rec, a, b))
+    return runs
+
+
+def _build_run(segments: list[tuple[_Records, int, int]], name: str) -> RunLog | None:
+    path = segments[0][0].path
     tb = TableBuilder(path)
+    meta: dict = {"group_size": None, "event_files": sorted({os.path.basename(r.path) for r, _, _ in segments})}
+    partial = sorted({os.path.basename(r.path) for r, _, _ in segments if r.partial})
     if partial:
         warn(path, f"event file(s) end in a partial record (still being written?): {', '.join(partial)}", meta)
-    for tag, (st, vals) in series.items():
-        tb.add_block(np.array(st, dtype=np.int64), {tag: np.array(vals, dtype=np.float64)})
-        meta["tags"] += 1
+    names: set[str] = set()
+    for rec, a, b in segments:
+        st, tg, vl = rec.steps[a:b], rec.tags[a:b], rec.values[a:b]
+        order = np.argsort(tg, kind="stable")
+        tg_sorted = tg[order]
+        cuts = np.flatnonzero(np.diff(tg_sorted)) + 1
+        for grp in np.split(order, cuts):
+            if grp.size == 0:
+                continue
+            tag = rec.names[int(tg[grp[0]])]
+            names.add(tag)
+            tb.add_block(st[grp], {tag: vl[grp]})
     if len(tb) == 0:
         return None
+    meta["tags"] = len(names)
     return tb.finish(name=name, format="tensorboard", meta=meta, require_reward=True)
 
 
-def _read_one(path: str, name: str, engine: str = "auto") -> RunLog | None:
-    if engine == "accumulator":
-        return _read_one_accumulator(path, name)
-    try:
-        return _read_one_fast(path, name)
-    except _Fallback:
-        return _read_one_accumulator(path, name)
-
-
-def _read_one_accumulator(path: str, name: str) -> RunLog | None:
-    from tensorboard.util import tensor_util
-
-    acc = _load(path)
-    tags = acc.Tags()
-    tb = TableBuilder(path)
-    meta: dict = {"group_size": None, "tags": 0}
-    for tag in tags.get("scalars", []):
-        ev = acc.Scalars(tag)
-        if not ev:
-            continue
-        steps = np.fromiter((e.step for e in ev), dtype=np.int64, count=len(ev))
-        vals = np.fromiter((e.value for e in ev), dtype=np.float64, count=len(ev))
-        tb.add_block(steps, {tag: vals})
-        meta["tags"] += 1
-    skipped = []
-    for tag in tags.get("tensors", []):
-        ev = acc.Tensors(tag)
-        if not ev:
-            continue
-        try:
-            vals = [tensor_util.make_ndarray(e.tensor_proto) for e in ev]
-        except Exception:  # noqa: BLE001 - strings etc.
-            skipped.append(tag)
-            continue
-        if not all(v.size == 1 and v.dtype.kind in "biuf" for v in vals):
-            skipped.append(tag)
-            continue
-        steps = np.fromiter((e.step for e in ev), dtype=np.int64, count=len(ev))
-        tb.add_block(steps, {tag: np.array([float(v.reshape(())) for v in vals])})
-        meta["tags"] += 1
-    if skipped:
-        meta["non_scalar_tags"] = skipped
-    if len(tb) == 0:
-        return None
-    return tb.finish(name=name, format="tensorboard", meta=meta, require_reward=True)
+def _folder_runs(folder: str, name: str, engine: str, files: list[str] | None = None) -> list[RunLog]:
+    """Every run held by the event files of one folder (or the given files)."""
+    recs = [_records(fn, engine) for fn in (files if files is not None else event_files(folder))]
+    groups = _split_runs(recs)
+    if not groups:
+        return []
+    multi_file = len({segs[0][0].path for segs in groups}) > 1
+    per_file: dict[str, int] = {}
+    for segs in groups:
+        per_file[segs[0][0].path] = per_file.get(segs[0][0].path, 0) + 1
+    out = []
+    seen: dict[str, int] = {}
+    for segs in groups:
+        src = segs[0][0].path
+        if len(groups) == 1:
+            rname = name
+        else:
+            rname = f"{name}/{os.path.basename(src)}" if multi_file else name
+            if per_file[src] > 1:
+                seen[src] = seen.get(src, 0) + 1
+                rname = f"{rname}#{seen[src]}"
+        run = _build_run(segs, rname)
+        if run is not None:
+            if len(groups) > 1:
+                run.meta.setdefault("warnings", []).append(
+                    f"one of {len(groups)} runs in {folder} (the step counter restarts)")
+            out.append(run)
+    if len(groups) > 1:
+        warnings.warn(f"{folder}: the step counter restarts: read as {len(groups)} separate runs "
+                      f"({', '.join(r.name for r in out)})", LogWarning, stacklevel=4)
+    return out
 
 
 def read_tensorboard(path: str | os.PathLike, *, engine: str = "auto") -> list[RunLog]:
@@ -189,29 +265,28 @@ def read_tensorboard(path: str | os.PathLike, *, engine: str = "auto") -> list[R
             ``"accumulator"`` (always tensorboard's ``EventAccumulator``).
 
     Returns:
-        One :class:`RunLog` per folder holding event files (a single file: one run).
+        One :class:`RunLog` per run (see the module docstring for how runs are told apart).
 
     Raises:
         LogFormatError: no event files, no scalars, or no run with a reward column.
     """
+    if engine not in ("auto", "accumulator"):
+        raise ValueError(f"engine={engine!r} is not 'auto' or 'accumulator'")
     path = str(path)
     if os.path.isfile(path):
-        if os.path.getsize(path) == 0:
-            raise LogFormatError(path, "empty file")
-        run = _read_one(path, os.path.basename(os.path.dirname(os.path.abspath(path))) or "run", engine)
-        if run is None:
+        name = os.path.basename(os.path.dirname(os.path.abspath(path))) or "run"
+        runs = _folder_runs(path, name, engine, files=[path])
+        if not runs:
             raise LogFormatError(path, "no scalar summaries in the event file")
-        return [run]
-    from grpojax.logs._read import _find_event_dirs
-
-    dirs = _find_event_dirs(path)
+        return runs
+    dirs = find_event_dirs(path)
     if not dirs:
         raise LogFormatError(path, "no TensorBoard event files (*tfevents*) in the folder")
     return read_event_dirs(path, dirs, engine)
 
 
 def read_event_dirs(root: str, dirs: list[str], engine: str = "auto") -> list[RunLog]:
-    """One run per folder in ``dirs`` (named by its path relative to ``root``)."""
+    """Every run in the folders ``dirs`` (named by their path relative to ``root``)."""
     runs: list[RunLog] = []
     problems = []
     root = os.path.abspath(root)
@@ -219,14 +294,13 @@ def read_event_dirs(root: str, dirs: list[str], engine: str = "auto") -> list[Ru
         rel = os.path.relpath(os.path.abspath(d), root)
         name = os.path.basename(root) if rel == "." else rel.replace(os.sep, "/")
         try:
-            run = _read_one(d, name, engine)
+            found = _folder_runs(d, name, engine)
         except LogFormatError as e:
             problems.append(f"{rel}: {e.problem}")
             continue
-        if run is None:
+        if not found:
             problems.append(f"{rel}: no scalar summaries")
-        else:
-            runs.append(run)
+        runs.extend(found)
     if not runs:
         raise LogFormatError(root, "no readable TensorBoard run: " + "; ".join(problems))
     if problems:
@@ -235,4 +309,3 @@ def read_event_dirs(root: str, dirs: list[str], engine: str = "auto") -> list[Ru
             r.meta.setdefault("warnings", []).append(msg)
         warnings.warn(f"{root}: {msg}", LogWarning, stacklevel=3)
     return runs
-

@@ -20,7 +20,7 @@ import re
 
 from grpojax.logs._runlog import LogFormatError, warn
 from grpojax.logs._table import TableBuilder
-from grpojax.logs._trl import _load_text, _run_name
+from grpojax.logs._text import load_text, run_name
 
 __all__ = ["read_verl_console", "read_verl_jsonl", "looks_like_verl_console"]
 
@@ -56,7 +56,7 @@ def read_verl_console(path: str | os.PathLike, text: str | None = None):
     Returns:
         One :class:`RunLog` (format ``"verl_console"``).
     """
-    path, text = _load_text(path, text)
+    path, text = load_text(path, text)
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     tb = TableBuilder(path)
@@ -83,7 +83,7 @@ def read_verl_console(path: str | os.PathLike, text: str | None = None):
     if bad:
         warn(path, f"{bad} step line(s) without key:value pairs were skipped", meta)
     _config_meta(text[:200_000], meta)
-    return [tb.finish(name=_run_name(path), format="verl_console", meta=meta)]
+    return tb.finish_runs(name=run_name(path), format="verl_console", meta=meta)
 
 
 def _unwrap(v: str) -> str:
@@ -99,7 +99,7 @@ def read_verl_jsonl(path: str | os.PathLike, text: str | None = None):
     Returns:
         One :class:`RunLog` (format ``"verl_jsonl"``).
     """
-    path, text = _load_text(path, text)
+    path, text = load_text(path, text)
     tb = TableBuilder(path)
     meta: dict = {"group_size": None}
     lines = text.splitlines()
@@ -116,4 +116,4 @@ def read_verl_jsonl(path: str | os.PathLike, text: str | None = None):
         if not isinstance(obj, dict) or "step" not in obj or not isinstance(obj.get("data"), dict):
             raise LogFormatError(path, f'line {i + 1} is not a {{"step": N, "data": {{...}}}} object')
         tb.add(obj["step"], obj["data"])
-    return [tb.finish(name=_run_name(path), format="verl_jsonl", meta=meta)]
+    return tb.finish_runs(name=run_name(path), format="verl_jsonl", meta=meta)

@@ -12,7 +12,7 @@ Two layouts:
   one run, named after the file.
 
 A folder holding one panel CSV per metric is read by :func:`grpojax.logs.read_log` with runs of
-the same name merged (:func:`merge_runs`).
+the same name merged (:func:`grpojax.logs.merge_runs`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import numpy as np
 
 from grpojax.logs._runlog import LogFormatError, RunLog, warn
 from grpojax.logs._table import TableBuilder, to_float
-from grpojax.logs._trl import _load_text, _run_name
+from grpojax.logs._text import load_text, run_name
 
-__all__ = ["read_wandb_csv", "merge_runs"]
+__all__ = ["read_wandb_csv"]
 
 _STEP_COLS = ("Step", "_step", "step")
 _SKIP = ("_runtime", "_timestamp", "Wall time", "Relative Time (Process)", "Relative Time (Wall)")
@@ -59,7 +59,7 @@ def read_wandb_csv(path: str | os.PathLike, text: str | None = None, *, require_
     Returns:
         One :class:`RunLog` per run (format ``"wandb_csv"``).
     """
-    path, text = _load_text(path, text)
+    path, text = load_text(path, text)
     try:
         rows = list(csv.reader(io.StringIO(text.lstrip("\ufeff"))))
     except csv.Error as e:
@@ -99,7 +99,7 @@ def read_wandb_csv(path: str | os.PathLike, text: str | None = None, *, require_
         if " - " in h:
             run, metric = h.rsplit(" - ", 1)
         else:
-            run, metric = _run_name(path), h
+            run, metric = run_name(path), h
         runs.setdefault(run, {})[metric] = i
     if not runs:
         raise LogFormatError(path, "CSV has a step column but no metric columns")
@@ -130,7 +130,7 @@ def read_wandb_csv(path: str | os.PathLike, text: str | None = None, *, require_
         if len(tb) == 0:
             continue
         try:
-            out.append(tb.finish(name=run, format="wandb_csv", meta=meta, require_reward=require_reward))
+            out.extend(tb.finish_runs(name=run, format="wandb_csv", meta=meta, require_reward=require_reward))
         except LogFormatError as e:
             errors.append(f"run {run!r}: {e.problem}")
     if not out:
@@ -138,34 +138,3 @@ def read_wandb_csv(path: str | os.PathLike, text: str | None = None, *, require_
     if errors:
         warn(path, f"skipped {len(errors)} run(s): {'; '.join(errors)}", out[0].meta)
     return out
-
-
-def merge_runs(runs: list[RunLog]) -> RunLog:
-    """Merge run logs of one run split over several files (e.g. one W&B panel CSV per metric).
-
-    Columns are aligned on the union of steps; where two files hold the same column the later
-    file wins at the steps it logged.
-    """
-    steps = np.unique(np.concatenate([r.steps for r in runs]))
-    cols: dict[str, np.ndarray] = {}
-    meta: dict = {"merged_from": [r.source for r in runs], "warnings": [], "mapping": {}}
-    for r in runs:
-        pos = np.searchsorted(steps, r.steps)
-        for k, v in r.columns.items():
-            a = cols.setdefault(k, np.full(steps.shape, np.nan))
-            ok = ~np.isnan(v)
-            a[pos[ok]] = v[ok]
-        meta["warnings"].extend(r.meta.get("warnings", []))
-        meta["mapping"].update(r.meta.get("mapping", {}))
-        meta.setdefault("group_size", r.meta.get("group_size"))
-    rm, ev = cols.get("reward_mean"), cols.get("eval_reward")
-    meta["n_train_points"] = int(np.count_nonzero(~np.isnan(rm))) if rm is not None else 0
-    meta["n_eval_points"] = int(np.count_nonzero(~np.isnan(ev))) if ev is not None else 0
-    return RunLog(
-        name=runs[0].name,
-        source=os.path.commonpath([r.source for r in runs]) if len(runs) > 1 else runs[0].source,
-        format=runs[0].format,
-        steps=steps,
-        columns=cols,
-        meta=meta,
-    )

@@ -1,7 +1,7 @@
 """Figures of the failure-mode diagnostics: one panel per detector and the run dashboard.
 
-``draw_panel(result, ax)`` draws a :class:`grpojax.diagnose.ModeResult`'s own evidence (what
-``ModeResult.panel`` calls); ``diagnosis_dashboard(run, diagnosis)`` draws the run's reward (with the
+``draw_panel(result, ax)`` draws a :class:`grpojax.diagnose.ModeResult` from its own evidence and
+``panel_data``; ``diagnosis_dashboard(run, diagnosis)`` draws the run's reward (with the
 three-phase fit and eval points), entropy, frac_zero_std / reward_std, KL and grad norm, with each
 detected failure episode shaded in its mode's colour, plus the per-detector panels.
 """
@@ -15,6 +15,9 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
+
+from grpojax.diagnose import Diagnosis, ModeResult
+from grpojax.logs import RunLog
 
 MODE_COLORS = {
     "reward_hacking": "tab:red",
@@ -44,8 +47,8 @@ def _verdict_title(ax, result) -> None:
     ax.set_title(f"{MODE_LABELS.get(result.mode, result.mode)}: {result.verdict}{sev}", fontsize=9)
 
 
-def draw_panel(result, ax) -> None:
-    """Draw one detector's evidence on ``ax`` (see the module docstring)."""
+def draw_panel(result: ModeResult, ax) -> None:
+    """Draw one detector's result (verdict, episodes, ``panel_data``) on a matplotlib ``Axes``."""
     d: dict[str, Any] = result.panel_data or {}
     _verdict_title(ax, result)
     if result.verdict == "insufficient_data" and not d:
@@ -112,35 +115,33 @@ def draw_panel(result, ax) -> None:
     ax.legend(fontsize=7, loc="best")
 
 
-def result_threshold(result, metric: str, default: float) -> float:
+def result_threshold(result: ModeResult, metric: str, default: float) -> float:
     for e in result.evidence:
         if e.metric == metric and e.op in (">=", "<=") and np.isfinite(e.threshold):
             return e.threshold
     return default
 
 
-def _series(run, col):
-    if col not in run.columns:
+def _series(run: RunLog, col: str):
+    if not run.has(col):
         return None
     s, v = run.series(col)
     keep = np.isfinite(v)
     return (s[keep], v[keep]) if keep.any() else None
 
 
-def diagnosis_dashboard(run, diagnosis, path: str | pathlib.Path | None = None):
+def diagnosis_dashboard(run: RunLog, diagnosis: Diagnosis, path: str | pathlib.Path | None = None):
     """The run dashboard: metric panels with detected episodes shaded, plus the detector panels.
 
     Args:
-        run: a ``RunLog`` or a mapping of columns (anything :func:`grpojax.diagnose.as_run` takes).
+        run: the :class:`grpojax.logs.RunLog` that was diagnosed.
         diagnosis: the :class:`grpojax.diagnose.Diagnosis` of that run.
         path: where to save the PNG (``None``: do not save).
 
     Returns:
         The matplotlib ``Figure``.
     """
-    from grpojax.diagnose import as_run  # noqa: PLC0415
-
-    r = as_run(run)
+    r = run
     res = diagnosis.results
     fig, axes = plt.subplots(4, 3, figsize=(16, 15))
     metric_axes = axes[:2].ravel()

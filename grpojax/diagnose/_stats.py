@@ -1,0 +1,99 @@
+"""Small robust statistics shared by the detectors.
+
+Everything here is plain NumPy/SciPy: the curves are at most a few 10^5 points and the statistics
+are order statistics and least-squares slopes. Smoothing is :func:`grpojax.logs.moving_average`
+with ``edge="shrink"`` (the detectors need a value at every point, also near the ends).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy import stats
+
+from grpojax.logs import moving_average
+
+__all__ = ["edge_windows", "centred_mean", "Slope", "ols_slope", "robust_scale", "episodes_from_mask", "lag1_autocorr"]
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def edge_windows(n: int, fraction: float, min_points: int) -> tuple[slice, slice]:
+    """Index slices of the first and last ``fraction`` of ``n`` points (at least ``min_points``)."""
+    w = max(min_points, int(round(fraction * n)))
+    w = min(w, max(n // 2, 1))
+    return slice(0, w), slice(n - w, n)
+
+
+def centred_mean(y: np.ndarray, window: int) -> np.ndarray:
+    """Centred moving average over ``max(1, window)`` points, shrinking at the ends (same length)."""
+    return moving_average(y, max(1, int(window)), edge="shrink")
+
+
+class Slope(NamedTuple):
+    slope: float
+    stderr: float
+    t: float
+    n: int
+
+
+def ols_slope(x: np.ndarray, y: np.ndarray) -> Slope:
+    """Least-squares slope of ``y`` on ``x`` with its standard error (``scipy.stats.linregress``).
+
+    For fewer than 3 points, or constant ``x``, the slope is NaN. A perfectly linear series has
+    stderr 0 and ``t = +-inf`` (0 when the slope is 0 too).
+    """
+    x = np.asarray(x, float)
+    y = np.asarray(y, float)
+    if x.size < 3 or np.ptp(x) == 0:
+        return Slope(float("nan"), float("nan"), float("nan"), int(x.size))
+    r = stats.linregress(x, y)
+    se = float(r.stderr)
+    if se > 0:
+        t = float(r.slope) / se
+    else:
+        t = 0.0 if r.slope == 0 else float(np.sign(r.slope) * np.inf)
+    return Slope(float(r.slope), se, t, int(x.size))
+
+
+def robust_scale(y: np.ndarray) -> float:
+    """Spread of a curve: the 5-95 percentile range (0 for fewer than two finite points)."""
+    y = np.asarray(y, float)
+    y = y[np.isfinite(y)]
+    if y.size < 2:
+        return 0.0
+    lo, hi = np.percentile(y, [5, 95])
+    return float(hi - lo)
+
+
+def episodes_from_mask(steps: np.ndarray, mask: np.ndarray, *, min_len: int = 1) -> list[tuple[float, float]]:
+    """Contiguous runs of ``True`` in ``mask`` as ``(first_step, last_step)`` pairs."""
+    mask = np.asarray(mask, bool)
+    out: list[tuple[float, float]] = []
+    i, n = 0, mask.size
+    while i < n:
+        if mask[i]:
+            j = i
+            while j + 1 < n and mask[j + 1]:
+                j += 1
+            if j - i + 1 >= min_len:
+                out.append((float(steps[i]), float(steps[j])))
+            i = j + 1
+        else:
+            i += 1
+    return out
+
+
+def lag1_autocorr(r: np.ndarray) -> float:
+    """Lag-1 autocorrelation of a residual series (NaN for fewer than 4 points or zero variance)."""
+    r = np.asarray(r, float)
+    r = r[np.isfinite(r)]
+    if r.size < 4:
+        return float("nan")
+    r = r - r.mean()
+    den = float(np.dot(r, r))
+    if den == 0:
+        return float("nan")
+    return float(np.dot(r[:-1], r[1:]) / den)
