@@ -31,3 +31,14 @@ def real_logs() -> pathlib.Path:
 @pytest.fixture
 def key():
     return jax.random.key(0)
+
+
+REAL_RUNS = REPO.parent / "shared" / "real-runs"
+
+
+@pytest.fixture(scope="session")
+def real_runs() -> pathlib.Path:
+    """Folder of the 37-run development corpus; tests using it skip when the folder is absent."""
+    if not REAL_RUNS.is_dir():
+        pytest.skip("../shared/real-runs is absent (a user's clone has no shared folder)")
+    return REAL_RUNS

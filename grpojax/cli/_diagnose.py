@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import pathlib
-import re
 import sys
 import warnings
 
 from grpojax.cli._common import CLIError, console, err_console, out_dir, write_json
+from grpojax.cli._runs import read_runs, run_folders
 
 DESCRIPTION = """\
 Read a GRPO training log (TRL trainer_state.json or console, verl console/JSONL, TensorBoard,
 W&B CSV, OpenRLHF, grpojax JSONL; auto-detected) and diagnose the four failure modes -- reward
 hacking, advantage degeneracy, policy concentration, dynamical instability -- plus the
 mean-field validity of the oscillator model. Prints one table row per mode (verdict, severity,
-evidence), writes DIR/diagnosis.json and a dashboard PNG per run. A detector whose columns are
-missing answers insufficient_data and says which.
+evidence), writes DIR/diagnosis.json and DIR/dashboard.png. A log holding several runs (a
+TensorBoard folder of runs, a W&B export of several runs, a file whose step counter restarts) is
+diagnosed run by run: DIR/<run>/diagnosis.json and DIR/<run>/dashboard.png for each, and
+DIR/diagnosis.json with all of them; --run NAME picks one. A detector whose columns are missing
+answers insufficient_data and says which.
 
 Example:
   grpojax diagnose outputs/checkpoint-500/trainer_state.json --out out/diag
@@ -57,10 +59,6 @@ def _config(overrides: list[str]):
         except ValueError:
             raise CLIError(f"--set {k.strip()}: {v!r} is not a number") from None
     return DEFAULT_CONFIG.replace(**kv) if kv else DEFAULT_CONFIG
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "run"
 
 
 def _table(diagnosis):
@@ -105,36 +103,33 @@ def _bayes_fit(r, args):
 
 def run(args) -> int:
     from grpojax.diagnose import diagnose  # noqa: PLC0415
-    from grpojax.logs import read_log  # noqa: PLC0415
 
     cfg = _config(args.set)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runs = read_log(args.log, format=args.format)
+        runs = read_runs(args.log, args.format, args.run)
     for w in caught:
         err_console.print(f"warning: {str(w.message).splitlines()[0]}", markup=False, highlight=False)
-    if args.run is not None:
-        runs = [r for r in runs if r.name == args.run]
-        if not runs:
-            raise CLIError(f"{args.log}: no run named {args.run!r}")
     out = out_dir(args.out)
+    folders = run_folders(out, runs)
     reports = []
-    for r in runs:
+    for r, folder in zip(runs, folders):
         fit = _bayes_fit(r, args) if args.bayes else None
         d = diagnose(r, config=cfg, validity=not args.no_validity, fit=fit)
         console.print(_table(d))
-        rep = {"source": str(getattr(r, "source", args.log)), "format": getattr(r, "format", None),
-               **d.to_dict()}
+        rep = {"source": r.source, "format": r.format, **d.to_dict()}
         if not args.no_plot:
             import matplotlib.pyplot as plt  # noqa: PLC0415
 
-            from grpojax.plot._diagnose import diagnosis_dashboard  # noqa: PLC0415
+            from grpojax.plot import diagnosis_dashboard  # noqa: PLC0415
 
-            name = "dashboard.png" if len(runs) == 1 else f"dashboard_{_slug(r.name)}.png"
-            fig = diagnosis_dashboard(r, d, pathlib.Path(out) / name)
+            fig = diagnosis_dashboard(r, d, folder / "dashboard.png")
             plt.close(fig)
-            rep["dashboard"] = name
+            rep["dashboard"] = (folder / "dashboard.png").relative_to(out).as_posix()
+        if folder != out:
+            write_json(folder, "diagnosis.json", {"log": str(args.log), "config": cfg.to_dict(), "runs": [rep]})
         reports.append(rep)
     path = write_json(out, "diagnosis.json", {"log": str(args.log), "config": cfg.to_dict(), "runs": reports})
-    console.print(f"wrote {path}" + ("" if args.no_plot else " and the dashboard PNG(s)"))
+    where = "" if len(runs) == 1 else f" (one folder per run: {', '.join(f.name for f in folders)})"
+    console.print(f"wrote {path}" + ("" if args.no_plot else " and the dashboard PNG(s)") + where)
     return 0

@@ -9,6 +9,7 @@ import warnings
 
 
 from grpojax.cli._common import CLIError, console, out_dir, write_json
+from grpojax.cli._runs import read_runs, run_folders, slug
 
 DESCRIPTION = """\
 Fit the reward-curve laws (exponential, three_phase, sigmoid) to the reward column of a training log
@@ -16,7 +17,10 @@ by batched Levenberg-Marquardt; report R² (raw, after --smooth, and the noise c
 the residual autocorrelation. With --bayes, also sample a numpyro NUTS posterior (state_space by
 default; three_phase; mechanistic with --eta/--mu/--k-ref) and report the plateau, P(regime) and the
 step at 95% of the gain with 90% credible intervals. With --prefix F, fit on the first fraction F of
-the steps and score the forecast of the rest. Writes DIR/fit.json and one PNG per run.
+the steps and score the forecast of the rest. Writes DIR/fit.json and DIR/fit_<run>.png. A log
+holding several runs (a TensorBoard folder of runs, a W&B export of several runs, a file whose step
+counter restarts) is fitted run by run: DIR/<run>/fit.json and its PNG for each, and DIR/fit.json
+with all of them; --run NAME picks one.
 
 Example:
   grpojax fit outputs/checkpoint-500/trainer_state.json --prefix 0.5 --out out/fit
@@ -54,10 +58,6 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "run"
-
-
 def _law_json(f):
     return {k: getattr(f, k) for k in ("status", "params", "r2", "r2_smoothed", "noise_ceiling", "noise_ceiling_smoothed",
                                        "aic", "bic", "sigma", "lag1_autocorr", "delta_bic_flat", "n_obs", "t0")}
@@ -72,7 +72,6 @@ def run(args) -> int:
 
     from grpojax.dynamics import LAWS  # noqa: PLC0415
     from grpojax.fit import ConvergenceWarning, fit_bayes, fit_law, forecast_bayes, forecast_law, to_summary_dict  # noqa: PLC0415
-    from grpojax.logs import read_log  # noqa: PLC0415
 
     if args.prefix is not None and not 0.0 < args.prefix < 1.0:
         raise CLIError(f"--prefix must be in (0, 1), got {args.prefix}")
@@ -86,13 +85,10 @@ def run(args) -> int:
         if None in (args.eta, args.mu, args.k_ref):
             raise CLIError("--bayes mechanistic needs --eta, --mu and --k-ref")
         hp = dict(eta=args.eta, mu=args.mu, k_ref=args.k_ref, lag=args.lag, group_size=args.group_size)
-    runs = read_log(args.log, format=args.format)
-    if args.run is not None:
-        runs = [r for r in runs if r.name == args.run]
-        if not runs:
-            raise CLIError(f"no run named {args.run!r} in {args.log}")
+    runs = read_runs(args.log, args.format, args.run)
     laws = list(LAWS) if args.law == "all" else [args.law]
     out = out_dir(args.out)
+    folders = run_folders(out, runs)
     report = {"log": str(args.log), "metric": args.metric, "runs": {}}
     key = jax.random.key(args.seed)
     # numpyro's progress bar (stderr) when a person is watching; silent in pipes, logs and tests
@@ -103,7 +99,7 @@ def run(args) -> int:
     table = Table(title=f"grpojax fit: {args.log}")
     for col in ("run", "law/model", "status", "R² raw", "R² smooth", "ceiling", "AIC", "plateau", f"RMSE@f={args.prefix}"):
         table.add_column(col)
-    for r in runs:
+    for r, folder in zip(runs, folders):
         if not r.has(args.metric):
             raise CLIError(f"run {r.name!r} has no {args.metric!r} column (has: {', '.join(sorted(r.columns))})")
         steps, y = r.series(args.metric)
@@ -146,10 +142,12 @@ def run(args) -> int:
 
             fig = fit_figure(steps, y, law_fits=fits, bayes=bayes, forecasts=fcs or None, bayes_forecast=bfc,
                              title=f"{r.name}: {args.metric}", ylabel=f"{args.metric} (as logged)")
-            name = f"fit_{_slug(r.name)}.png"
-            fig.savefig(out / name, dpi=110)
+            name = f"fit_{slug(r.name)}.png"
+            fig.savefig(folder / name, dpi=110)
             plt.close(fig)
-            entry["figure"] = name
+            entry["figure"] = (folder / name).relative_to(out).as_posix()
+        if folder != out:
+            write_json(folder, "fit.json", {"log": str(args.log), "metric": args.metric, "runs": {r.name: entry}})
     path = write_json(out, "fit.json", report)
     console.print(table)
     console.print(f"wrote {path}")

@@ -1,0 +1,47 @@
+"""Reading the runs of a log for ``grpojax fit`` / ``grpojax diagnose``, and one output folder per run."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+from grpojax.cli._common import CLIError
+from grpojax.logs import RunLog, read_logs
+
+
+def read_runs(log: str, format: str | None, name: str | None) -> list[RunLog]:
+    """Every run of ``log`` (``read_logs``), or only the one called ``name``.
+
+    Raises:
+        CLIError: ``name`` is given and no run has it (the message lists the runs).
+    """
+    runs = read_logs(log, format=format)
+    if name is None:
+        return runs
+    picked = [r for r in runs if r.name == name]
+    if not picked:
+        names = ", ".join(repr(r.name) for r in runs[:10]) + (", ..." if len(runs) > 10 else "")
+        raise CLIError(f"{log}: no run named {name!r} (runs: {names})")
+    return picked[:1]
+
+
+def slug(name: str) -> str:
+    """A file-name-safe form of a run name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.") or "run"
+
+
+def run_folders(out: pathlib.Path, runs: list[RunLog]) -> list[pathlib.Path]:
+    """``[out]`` for one run; else one sub-folder per run, named after it (made unique), created."""
+    if len(runs) == 1:
+        return [out]
+    folders, used = [], set()
+    for r in runs:
+        base = slug(r.name)
+        s, k = base, 2
+        while s in used:
+            s, k = f"{base}_{k}", k + 1
+        used.add(s)
+        f = out / s
+        f.mkdir(parents=True, exist_ok=True)
+        folders.append(f)
+    return folders
