@@ -7,7 +7,7 @@ from ._advantages import ADVANTAGE_MODES, group_advantages
 from ._arith import ARITH_DIFFICULTY, arith_problems
 from ._checkpoint import CheckpointStore
 from ._data import Problem, format_prompt, load_jsonl, sample_batch, split_heldout
-from ._logging import RunLogger, read_jsonl_metrics, truncate_log
+from ._logging import read_jsonl_metrics
 from ._loss import AGGREGATIONS, LossTerms, aggregate, clipped_surrogate, grpo_loss, k3_kl, token_logprobs
 from ._optim import build_optimizer, build_schedule
 from ._rewards import (
@@ -37,7 +37,6 @@ __all__ = [
     "NonFiniteLossError",
     "Problem",
     "RolloutBatch",
-    "RunLogger",
     "Scored",
     "TrainConfig",
     "aggregate",
@@ -71,5 +70,4 @@ __all__ = [
     "split_heldout",
     "token_logprobs",
     "train",
-    "truncate_log",
 ]

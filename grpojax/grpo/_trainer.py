@@ -33,11 +33,11 @@ from grpojax.grpo._advantages import group_advantages
 from grpojax.grpo._arith import arith_problems
 from grpojax.grpo._checkpoint import CheckpointStore
 from grpojax.grpo._data import Problem, format_prompt, load_jsonl, sample_batch, split_heldout
-from grpojax.grpo._logging import RunLogger, truncate_log
 from grpojax.grpo._optim import build_optimizer
 from grpojax.grpo._rewards import score_completions
 from grpojax.grpo._step import RolloutBatch, make_grpo_update, make_logprob_fn, make_sft_update
 from grpojax.grpo._train_config import TrainConfig, save_config
+from grpojax.logs import JsonlLogger, jsonl_header, truncate_jsonl
 from grpojax.lm import (
     CausalLM,
     ModelConfig,
@@ -262,7 +262,7 @@ class GRPOTrainer:
         truncated = 0
         losses = []
         task = progress.add_task("warm start (SFT)", total=w.steps) if progress else None
-        with RunLogger(self.out / "warmstart.jsonl") as log:
+        with JsonlLogger(self.out / "warmstart.jsonl", name=None, append=True) as log:
             for i in range(w.steps):
                 probs = sample_batch(self.train_set, w.batch_size, seed=self.cfg.seed + 1, index=i)
                 prompt, pmask = self._pad_prompts(probs)
@@ -278,7 +278,7 @@ class GRPOTrainer:
                                              self._put(target), self._put(tmask))
                 if i % 10 == 0 or i == w.steps - 1:
                     losses.append(float(loss))
-                    log.log(i, {"sft_loss": float(loss), "truncated_targets": truncated})
+                    log.write(i, {"sft_loss": float(loss), "truncated_targets": truncated})
                 if task is not None:
                     progress.advance(task)
         if self.ref_params is not None:
@@ -374,8 +374,7 @@ class GRPOTrainer:
             "prompts_per_step": c.grpo.prompts_per_step, "beta": c.grpo.beta, "advantage": c.grpo.advantage,
             "aggregation": c.grpo.aggregation, "eval_every": c.eval.every, "seed": c.seed,
         }
-        return {"_grpojax": {"version": 1, "name": c.name, "format": "jsonl", "source": "grpojax.grpo.train",
-                             "meta": meta}}
+        return jsonl_header(c.name, source="grpojax.grpo.train", meta=meta)
 
     def train(self, *, resume: bool = True, stop_after: int | None = None, show_progress: bool = True) -> dict:
         """Run (or resume) the whole run; return a summary dict.
@@ -399,13 +398,13 @@ class GRPOTrainer:
             st, meta = store.restore(self.state())
             self._set_state(st)
             start = int(meta["step"])
-            truncate_log(log_path, start)
+            truncate_jsonl(log_path, start)
             summary["resumed_from"] = start
         else:
             if log_path.exists():
                 log_path.unlink()
-        logger = RunLogger(log_path, tensorboard_dir=self.out / "tensorboard" if cfg.log.tensorboard else None,
-                           header=self.log_header())
+        logger = JsonlLogger(log_path, header=self.log_header(), append=True,
+                             tensorboard_dir=self.out / "tensorboard" if cfg.log.tensorboard else None)
         K = cfg.grpo.k_ref
         end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
         evals: list[tuple[int, float]] = []
@@ -416,7 +415,7 @@ class GRPOTrainer:
             if start == 0 and "resumed_from" not in summary:
                 summary["warmstart"] = self.warmstart(progress=bar)
                 rec = self.evaluate(0)
-                logger.log(0, rec)
+                logger.write(0, rec)
                 if rec:
                     evals.append((0, rec["eval_reward"]))
                 store.save(0, self.state(), {"phase": "post_warmstart"})
@@ -442,7 +441,7 @@ class GRPOTrainer:
                     "timing_s/update": time.perf_counter() - t1,
                 })
                 if not finite:
-                    logger.log(step, rec)
+                    logger.write(step, rec)
                     path = store.save(step - 1, self.state(), {"phase": "nonfinite", "bad_step": step})
                     raise NonFiniteLossError(step, path)
                 if cfg.eval.every and (step % cfg.eval.every == 0 or step == cfg.steps):
@@ -451,7 +450,7 @@ class GRPOTrainer:
                     if ev:
                         evals.append((step, ev["eval_reward"]))
                 rec["timing_s/step"] = time.perf_counter() - t0
-                logger.log(step, rec)
+                logger.write(step, rec)
                 last = step
                 if cfg.checkpoint.every and step % cfg.checkpoint.every == 0 and step != end:
                     store.save(step, self.state(), {"phase": "grpo"})
