@@ -8,28 +8,21 @@ import numpy as np
 
 from grpojax.cli._common import CLIError, console, out_dir, write_json
 
-PRESETS = {
-    "stability": "η/η*_exact × K_ref (μ = 0.9, constant lag, started at p* = 0.8): limit-cycle onset vs prediction",
-    "transition": "η × K_ref from p = 0.7 (μ = 0.9, constant lag): overdamped / oscillatory / unstable regions",
-    "group-size": "G × η (μ = 0.9, K_ref = 4): noise level and regimes vs group size",
-}
+_PRESET_LIST = "{presets}"
 
 
-def _preset(name: str, size: int, steps: int | None):
-    from grpojax.sweep import make_grid
+class _PresetHelp(argparse.RawDescriptionHelpFormatter):
+    """Help text with the presets of :mod:`grpojax.sweep` listed in place of ``{presets}``.
 
-    n = max(2, size)
-    if name == "stability":
-        grid = make_grid(eta_rel=list(np.round(np.linspace(0.8, 1.2, n), 4)), k_ref=[2, 4, 8], mu=0.9,
-                         group_size=2**16, p_star=0.8, p_init=0.8)
-        return grid, steps or 8000, "eta_rel", "k_ref"
-    if name == "transition":
-        grid = make_grid(eta=list(np.geomspace(0.004, 1.0, n)), k_ref=[1, 2, 4, 8, 16], mu=0.9, group_size=4096,
-                         p_star=0.8, p_init=0.7)
-        return grid, steps or 2000, "eta", "k_ref"
-    grid = make_grid(eta=list(np.geomspace(0.01, 0.5, n)), group_size=[4, 16, 64, 256], k_ref=4, mu=0.9,
-                     p_star=0.8, p_init=0.7)
-    return grid, steps or 2000, "eta", "group_size"
+    The list is read when the help is shown, so that building the command line does not import JAX.
+    """
+
+    def add_text(self, text):
+        if text and _PRESET_LIST in text:
+            from grpojax.sweep import PRESETS
+
+            text = text.replace(_PRESET_LIST, "\n".join(f"  {k}: {v}" for k, v in PRESETS.items()))
+        super().add_text(text)
 
 
 def register(subparsers) -> None:
@@ -38,11 +31,12 @@ def register(subparsers) -> None:
         help="sweep the two-arm bandit over a preset grid; measured vs predicted regimes",
         description="Run a preset grid of two-arm softmax-bandit GRPO configurations in one compiled, vmapped, "
                     "sharded call; write sweep.json (inputs, predictions, measurements per row) and "
-                    "phase_diagram.png.\n\nPresets:\n" + "\n".join(f"  {k}: {v}" for k, v in PRESETS.items())
+                    "phase_diagram.png.\n\nPresets:\n" + _PRESET_LIST
                     + "\n\nExample:\n  grpojax sweep --preset transition --size 8 --out out/sweep",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_PresetHelp,
     )
-    p.add_argument("--preset", choices=sorted(PRESETS), default="transition", help="which grid (default transition)")
+    p.add_argument("--preset", default="transition", metavar="NAME",
+                   help="which grid, one of the presets above (default transition)")
     p.add_argument("--size", type=int, default=6, help="points along the η axis (default 6)")
     p.add_argument("--steps", type=int, default=None, help="GRPO steps per configuration (preset default)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed")
@@ -55,13 +49,14 @@ def run(args) -> int:
     import jax
 
     from grpojax.plot._bandit import phase_diagram_figure
-    from grpojax.sweep import run_sweep
+    from grpojax.sweep import run_sweep, sweep_preset
 
     if args.size < 2 or args.size > 4096:
         raise CLIError(f"--size must be in [2, 4096], got {args.size}")
     if args.steps is not None and args.steps < 8:
         raise CLIError(f"--steps must be >= 8, got {args.steps}")
-    grid, steps, x, y = _preset(args.preset, args.size, args.steps)
+    preset = sweep_preset(args.preset, args.size, args.steps)
+    grid, steps, x, y = preset.grid, preset.num_steps, preset.x, preset.y
     res = run_sweep(grid, steps, key=jax.random.key(args.seed), chunk_size=args.chunk_size, show_progress=True)
     out = out_dir(args.out)
     data = res.to_dict()
