@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from grpojax._checks import check, check_choice, check_int, is_traced
+
 __all__ = ["BanditConfig", "MultiArmConfig", "ADVANTAGES", "GRADIENTS", "LAGS"]
 
 ADVANTAGES = ("grpo", "dr_grpo", "rloo")
@@ -23,43 +25,32 @@ LAGS = ("constant", "periodic")
 
 
 def _concrete(x: Any) -> np.ndarray | None:
-    try:
-        return np.asarray(x)
-    except Exception:  # a tracer: checks happen when the values are concrete
-        return None
+    return None if is_traced(x) else np.asarray(x)
 
 
-def _check(name: str, value: Any, ok, expected: str) -> None:
-    arr = _concrete(value)
-    if arr is None:
-        return
-    good = np.asarray(ok(arr))
-    if not np.all(good):
-        bad = arr[~good] if arr.ndim and good.shape == arr.shape else arr
-        shown = np.asarray(bad).ravel()[:4].tolist()
-        raise ValueError(f"{name} must be {expected}, got {name}={shown if np.ndim(bad) else bad.item()!r}")
+def _check(name: str, value: Any, ok, expected: str) -> Any:
+    """Concrete values: ``ValueError`` naming the bad one; traced: ``eqx.error_if`` (use the returned value)."""
+    return check(name, value, ok, expected, finite=False)
 
 
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {name}={value!r}")
-    return value
+def _isint(a):
+    return a == jnp.round(a)
 
 
 def _float(x: ArrayLike) -> Array:
     return jnp.asarray(x, dtype=jnp.result_type(float))
 
 
-def _static_max(name: str, value: Any, given: int | None, minimum: int) -> int:
+def _static_max(name: str, value: Any, given: int | None, minimum: int) -> tuple[Any, int]:
+    """The static buffer bound for ``value`` and ``value`` itself (checked against the bound under ``jit``)."""
     if given is not None:
-        arr = _concrete(value)
-        if arr is not None and np.max(arr) > given:
-            raise ValueError(f"{name} (max {int(np.max(arr))}) exceeds its static bound {given}")
-        return int(given)
+        given = check_int(f"max bound of {name}", given, minimum)
+        value = _check(name, value, lambda a: a <= given, f"<= its static bound {given} (max_lag / max_group)")
+        return value, given
     arr = _concrete(value)
     if arr is None:
         raise ValueError(f"{name} is traced: pass its static bound (max_lag / max_group) explicitly")
-    return max(int(np.max(arr)), minimum)
+    return value, max(int(np.max(arr)), minimum)
 
 
 class _Common(eqx.Module):
@@ -78,18 +69,19 @@ class _Common(eqx.Module):
 
     def _init_common(self, eta, mu, k_ref, group_size, beta, clip_eps, adv_eps, lag, advantage, gradient,
                      max_lag, max_group):
-        _check("eta", eta, lambda a: np.isfinite(a) & (a > 0), "> 0 (learning rate)")
-        _check("mu", mu, lambda a: (a >= 0) & (a < 1), "in [0, 1) (heavy-ball momentum)")
-        _check("k_ref", k_ref, lambda a: (a >= 1) & (a == np.round(a)), "an integer >= 1 (refresh interval)")
-        _check("group_size", group_size, lambda a: (a >= 2) & (a == np.round(a)), "an integer >= 2 (group size G)")
-        _check("beta", beta, lambda a: np.isfinite(a) & (a >= 0), ">= 0 (KL coefficient)")
-        _check("clip_eps", clip_eps, lambda a: (a > 0) & (a < 1), "in (0, 1) (PPO clip range)")
-        _check("adv_eps", adv_eps, lambda a: np.isfinite(a) & (a >= 0), ">= 0 (advantage std epsilon)")
-        self.lag = _check_choice("lag", lag, LAGS)
-        self.advantage = _check_choice("advantage", advantage, ADVANTAGES)
-        self.gradient = _check_choice("gradient", gradient, GRADIENTS)
-        self.max_lag = _static_max("k_ref", k_ref, max_lag, 1)
-        self.max_group = _static_max("group_size", group_size, max_group, 2)
+        eta = _check("eta", eta, lambda a: jnp.isfinite(a) & (a > 0), "> 0 (learning rate)")
+        mu = _check("mu", mu, lambda a: (a >= 0) & (a < 1), "in [0, 1) (heavy-ball momentum)")
+        k_ref = _check("k_ref", k_ref, lambda a: (a >= 1) & _isint(a), "an integer >= 1 (refresh interval)")
+        group_size = _check("group_size", group_size, lambda a: (a >= 2) & _isint(a),
+                            "an integer >= 2 (group size G)")
+        beta = _check("beta", beta, lambda a: jnp.isfinite(a) & (a >= 0), ">= 0 (KL coefficient)")
+        clip_eps = _check("clip_eps", clip_eps, lambda a: (a > 0) & (a < 1), "in (0, 1) (PPO clip range)")
+        adv_eps = _check("adv_eps", adv_eps, lambda a: jnp.isfinite(a) & (a >= 0), ">= 0 (advantage std epsilon)")
+        self.lag = check_choice("lag", lag, LAGS)
+        self.advantage = check_choice("advantage", advantage, ADVANTAGES)
+        self.gradient = check_choice("gradient", gradient, GRADIENTS)
+        k_ref, self.max_lag = _static_max("k_ref", k_ref, max_lag, 1)
+        group_size, self.max_group = _static_max("group_size", group_size, max_group, 2)
         self.eta = _float(eta)
         self.mu = _float(mu)
         self.k_ref = jnp.asarray(k_ref, dtype=jnp.int32)
@@ -127,7 +119,10 @@ class BanditConfig(_Common):
         max_group: static bound ≥ max G (default: max of ``group_size``); G ≤ 64 uses the loop-free sampler.
 
     All numeric fields broadcast: a grid of configurations is one ``BanditConfig`` with batched leaves.
-    Invalid values raise ``ValueError`` naming the value (checked whenever the values are concrete).
+    Invalid values raise ``ValueError`` naming the value when concrete; a configuration built inside
+    ``jit``/``vmap`` from traced values raises ``EqxRuntimeError`` at run time instead (including a traced
+    ``k_ref``/``group_size`` above its static bound ``max_lag``/``max_group``, which would otherwise
+    overrun the ring buffer or the sampler silently).
 
     Example:
         >>> cfg = BanditConfig(eta=0.1, mu=0.9, k_ref=4, group_size=16, beta=1.0)
@@ -158,8 +153,8 @@ class BanditConfig(_Common):
     ):
         self._init_common(eta, mu, k_ref, group_size, beta, clip_eps, adv_eps, lag, advantage, gradient,
                           max_lag, max_group)
-        _check("p_ref", p_ref, lambda a: (a > 0) & (a < 1), "in (0, 1) (reference probability)")
-        _check("p_init", p_init, lambda a: (a > 0) & (a < 1), "in (0, 1) (initial probability)")
+        p_ref = _check("p_ref", p_ref, lambda a: (a > 0) & (a < 1), "in (0, 1) (reference probability)")
+        p_init = _check("p_init", p_init, lambda a: (a > 0) & (a < 1), "in (0, 1) (initial probability)")
         self.p_ref = _float(p_ref)
         self.p_init = _float(p_init)
 
@@ -222,13 +217,13 @@ class MultiArmConfig(_Common):
             r = r[None, :]
         if r.ndim < 2 or r.shape[-1] < 2:
             raise ValueError(f"reward_probs must have shape (P, A) with A >= 2 arms, got shape {r.shape}")
-        _check("reward_probs", r, lambda a: (a >= 0) & (a <= 1), "in [0, 1] (reward probabilities)")
+        r = _check("reward_probs", r, lambda a: (a >= 0) & (a <= 1), "in [0, 1] (reward probabilities)")
         ev = r if eval_reward is None else jnp.broadcast_to(_float(eval_reward), r.shape)
-        _check("eval_reward", ev, np.isfinite, "finite")
+        ev = _check("eval_reward", ev, jnp.isfinite, "finite")
         ref = jnp.zeros_like(r) if ref_logits is None else jnp.broadcast_to(_float(ref_logits), r.shape)
         ini = jnp.zeros_like(r) if init_logits is None else jnp.broadcast_to(_float(init_logits), r.shape)
-        _check("ref_logits", ref, np.isfinite, "finite")
-        _check("init_logits", ini, np.isfinite, "finite")
+        ref = _check("ref_logits", ref, jnp.isfinite, "finite")
+        ini = _check("init_logits", ini, jnp.isfinite, "finite")
         self.reward_probs, self.eval_reward, self.ref_logits, self.init_logits = r, ev, ref, ini
 
     @property

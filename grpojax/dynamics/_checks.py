@@ -1,55 +1,49 @@
-"""Trace-time validation of user inputs (concrete values only; traced values pass through)."""
+"""Validation of the oscillator's inputs, on top of the shared :mod:`grpojax._checks` helpers.
+
+Concrete values raise ``ValueError`` naming the bad value; traced values (inside ``jit``/``vmap``) are
+wrapped with ``eqx.error_if`` so that a bad one raises at run time. Every caller keeps the returned values.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from grpojax._checks import check, check_choice, is_traced
 
-import jax
-import numpy as np
+__all__ = ["check", "check_hyperparams", "check_lag", "is_concrete"]
 
 _LAGS = ("constant", "periodic")
 
 
-def is_concrete(x: Any) -> bool:
+def is_concrete(x) -> bool:
     """True when ``x`` holds concrete values that can be checked eagerly (not a tracer)."""
-    return not isinstance(x, jax.core.Tracer)
-
-
-def check(name: str, value: Any, ok, expected: str) -> None:
-    """Raise ``ValueError`` naming ``name`` and the offending value unless ``ok(values)`` holds.
-
-    ``ok`` receives a NumPy array and returns a boolean array; traced values are skipped (checks under
-    ``jit``/``vmap`` happen where the concrete values enter the public entry point).
-    """
-    if not is_concrete(value):
-        return
-    arr = np.asarray(value)
-    if arr.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be a real number, got {name}={value!r}")
-    if not np.all(np.isfinite(arr)):
-        bad = arr.ravel()[np.argmin(np.isfinite(arr).ravel())].item()
-        raise ValueError(f"{name} must be finite, got {name}={bad!r}")
-    good = np.broadcast_to(np.asarray(ok(arr)), arr.shape)
-    if not np.all(good):
-        bad = arr.ravel()[np.argmin(good.ravel())].item()
-        raise ValueError(f"{name} must be {expected}, got {name}={bad!r}")
+    return not is_traced(x)
 
 
 def check_lag(lag: str) -> str:
-    if lag not in _LAGS:
-        raise ValueError(f"lag must be one of {_LAGS}, got lag={lag!r}")
-    return lag
+    return check_choice("lag", lag, _LAGS)
 
 
-def check_hyperparams(eta=None, mu=None, k_ref=None, curvature=None, k_instant=None) -> None:
-    """Validate the optimizer hyperparameters η, μ, K_ref (skipping those that are None)."""
+def _any(a):
+    return a == a
+
+
+def check_hyperparams(eta=None, mu=None, k_ref=None, curvature=None, k_instant=None):
+    """Validate the optimizer hyperparameters of the oscillator model (skipping those that are None).
+
+    Returns:
+        ``(eta, mu, k_ref, curvature, k_instant)``, each as given or wrapped by a traced check; use these.
+
+    η, μ and K_ref are checked under ``jit`` too (NaN included: no sampler proposes them). The curvatures
+    are unrestricted reals; they are checked for finiteness only when concrete (a sampler's potential
+    may legitimately see extreme or non-finite proposals of them).
+    """
     if eta is not None:
-        check("eta", eta, lambda a: a > 0, "> 0 (the learning rate)")
+        eta = check("eta", eta, lambda a: a > 0, "> 0 (the learning rate)")
     if mu is not None:
-        check("mu", mu, lambda a: (a >= 0) & (a < 1), "in [0, 1) (heavy-ball momentum)")
+        mu = check("mu", mu, lambda a: (a >= 0) & (a < 1), "in [0, 1) (heavy-ball momentum)")
     if k_ref is not None:
-        check("k_ref", k_ref, lambda a: a >= 1, ">= 1 (refresh interval in optimizer steps)")
+        k_ref = check("k_ref", k_ref, lambda a: a >= 1, ">= 1 (refresh interval in optimizer steps)")
     if curvature is not None:
-        check("curvature", curvature, lambda a: np.ones_like(a, bool), "finite")
+        curvature = check("curvature", curvature, _any, "finite", on_trace="skip")
     if k_instant is not None:
-        check("k_instant", k_instant, lambda a: np.ones_like(a, bool), "finite")
+        k_instant = check("k_instant", k_instant, _any, "finite", on_trace="skip")
+    return eta, mu, k_ref, curvature, k_instant

@@ -25,6 +25,10 @@ REGIMES: tuple[str, ...] = ("overdamped", "critical", "underdamped", "unstable")
 OVERDAMPED, CRITICAL, UNDERDAMPED, UNSTABLE = range(4)
 
 
+def _any(a):
+    return a == a
+
+
 class OscillatorParams(eqx.Module):
     """Parameters of ``M ë + C ė + K_eff e = sqrt(D/G) ξ`` around the plateau ``p_star``.
 
@@ -43,11 +47,12 @@ class OscillatorParams(eqx.Module):
     D: Array
 
     def __init__(self, M: ArrayLike, C: ArrayLike, K_eff: ArrayLike, p_star: ArrayLike = 0.0, D: ArrayLike = 0.0):
-        check("M", M, lambda a: a > 0, "> 0 (inertia)")
-        check("C", C, lambda a: a == a, "finite")
-        check("K_eff", K_eff, lambda a: a == a, "finite")
-        check("p_star", p_star, lambda a: a == a, "finite")
-        check("D", D, lambda a: a >= 0, ">= 0 (noise intensity)")
+        # M and D are checked under jit too, NaN excepted (a sampler's potential may see NaN proposals).
+        M = check("M", M, lambda a: a > 0, "> 0 (inertia)", on_trace="allow_nan")
+        C = check("C", C, _any, "finite", on_trace="skip")
+        K_eff = check("K_eff", K_eff, _any, "finite", on_trace="skip")
+        p_star = check("p_star", p_star, _any, "finite", on_trace="skip")
+        D = check("D", D, lambda a: a >= 0, ">= 0 (noise intensity)", on_trace="allow_nan")
         self.M = jnp.asarray(M)
         self.C = jnp.asarray(C)
         self.K_eff = jnp.asarray(K_eff)
@@ -58,7 +63,7 @@ class OscillatorParams(eqx.Module):
 def lag_tau(k_ref: ArrayLike, lag: str = "constant") -> Array:
     """Effective lag τ of the behaviour policy: ``K_ref`` (constant) or ``(K_ref − 1)/2`` (periodic)."""
     check_lag(lag)
-    check_hyperparams(k_ref=k_ref)
+    k_ref = check_hyperparams(k_ref=k_ref)[2]
     k_ref = jnp.asarray(k_ref)
     return k_ref * 1.0 if lag == "constant" else (k_ref - 1.0) / 2.0
 
@@ -90,7 +95,8 @@ def from_hyperparams(
         :class:`OscillatorParams` broadcast over the inputs.
 
     Raises:
-        ValueError: on η ≤ 0, μ ∉ [0, 1), K_ref < 1, an unknown ``lag`` or non-finite values.
+        ValueError: on η ≤ 0, μ ∉ [0, 1), K_ref < 1, noise < 0, an unknown ``lag`` or non-finite values.
+        equinox.EqxRuntimeError: the same η, μ, K_ref, noise checks on traced values (inside ``jit``/``vmap``).
 
     Example:
         >>> p = from_hyperparams(0.25, 0.5, 4, 0.5)
@@ -98,9 +104,9 @@ def from_hyperparams(
         0.0
     """
     check_lag(lag)
-    check_hyperparams(eta=eta, mu=mu, k_ref=k_ref, curvature=curvature, k_instant=k_instant)
-    check("noise", noise, lambda a: a >= 0, ">= 0 (gradient noise variance)")
-    check("p_star", p_star, lambda a: a == a, "finite")
+    eta, mu, k_ref, curvature, k_instant = check_hyperparams(eta, mu, k_ref, curvature, k_instant)
+    noise = check("noise", noise, lambda a: a >= 0, ">= 0 (gradient noise variance)")
+    p_star = check("p_star", p_star, _any, "finite", on_trace="skip")
     eta, mu, kd, k0 = (jnp.asarray(x) * 1.0 for x in (eta, mu, curvature, k_instant))
     tau = lag_tau(k_ref, lag)
     a = eta * kd
@@ -146,7 +152,7 @@ def regime_name(code) -> str | list:
 
 def stationary_variance(p: OscillatorParams, group_size: ArrayLike = 1) -> Array:
     """Stationary Var(e) = D / (2 G C K_eff); ``+inf`` when the fixed point is unstable."""
-    check("group_size", group_size, lambda a: a >= 1, ">= 1")
+    group_size = check("group_size", group_size, lambda a: a >= 1, ">= 1 (group size G)")
     denom = 2.0 * jnp.asarray(group_size) * p.C * p.K_eff
     stable = (p.C > 0) & (p.K_eff > 0)
     return jnp.where(stable, p.D / jnp.where(stable, denom, 1.0), jnp.inf)

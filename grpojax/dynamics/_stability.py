@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from grpojax._checks import check_int as _check_int
 from grpojax.dynamics._checks import check, check_hyperparams, check_lag
 
 _SCAN = 160  # log-spaced scan points before bisection
@@ -47,12 +48,6 @@ def _host_float64(fn):
             return np.asarray(out)
 
     return wrapper
-
-
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or int(value) != value or int(value) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum} (static), got {name}={value!r}")
-    return int(value)
 
 
 def companion_constant(a: Array, mu: Array, d: int, a0: Array = 0.0) -> Array:
@@ -117,9 +112,9 @@ def spectral_radius_constant(a: ArrayLike, mu: ArrayLike, d: int, *, a0: ArrayLi
         1.0
     """
     d = _check_int("d", d, 1)
-    check_hyperparams(mu=mu)
-    check("a", a, lambda x: x == x, "finite")
-    check("a0", a0, lambda x: x == x, "finite")
+    mu = check_hyperparams(mu=mu)[1]
+    a = check("a", a, lambda x: x == x, "finite")
+    a0 = check("a0", a0, lambda x: x == x, "finite")
     a, mu, a0 = jnp.broadcast_arrays(*(jnp.asarray(x) * 1.0 for x in (a, mu, a0)))
     return _radius_constant_vec(a, mu, a0, d)
 
@@ -133,9 +128,9 @@ def spectral_radius_periodic(a: ArrayLike, mu: ArrayLike, k_ref: int, *, a0: Arr
         1.0
     """
     k_ref = _check_int("k_ref", k_ref, 1)
-    check_hyperparams(mu=mu)
-    check("a", a, lambda x: x == x, "finite")
-    check("a0", a0, lambda x: x == x, "finite")
+    mu = check_hyperparams(mu=mu)[1]
+    a = check("a", a, lambda x: x == x, "finite")
+    a0 = check("a0", a0, lambda x: x == x, "finite")
     a, mu, a0 = jnp.broadcast_arrays(*(jnp.asarray(x) * 1.0 for x in (a, mu, a0)))
     return _radius_periodic_vec(a, mu, a0, k_ref)
 
@@ -182,8 +177,8 @@ def _critical(mu, k_ref, lag, a0_ratio, kind):
     """Validate the inputs of the exact critical-a searches and run the vectorised scan + bisection."""
     check_lag(lag)
     k_ref = _check_int("k_ref", k_ref, 1)
-    check_hyperparams(mu=mu)
-    check("a0_ratio", a0_ratio, lambda x: x == x, "finite")
+    mu = check_hyperparams(mu=mu)[1]
+    a0_ratio = check("a0_ratio", a0_ratio, lambda x: x == x, "finite")
     mu, r = jnp.broadcast_arrays(jnp.asarray(mu, jnp.float64), jnp.asarray(a0_ratio, jnp.float64))
     return _critical_vec(mu, r, k_ref, lag, kind)
 
@@ -215,7 +210,7 @@ def exact_critical_eta(
     mu: ArrayLike, k_ref: int, curvature: ArrayLike, *, lag: str = "constant", k_instant: ArrayLike = 0.0
 ) -> Array:
     """Exact critical learning rate η* = a*/K_d with K_0/K_d held fixed (``+inf`` when K_d ≤ 0)."""
-    check_hyperparams(curvature=curvature, k_instant=k_instant)
+    *_, curvature, k_instant = check_hyperparams(curvature=curvature, k_instant=k_instant)
     kd = jnp.asarray(curvature) * 1.0
     ratio = jnp.where(kd > 0, jnp.asarray(k_instant) / jnp.where(kd > 0, kd, 1.0), 0.0)
     a_star = exact_critical_a(mu, k_ref, lag=lag, a0_ratio=ratio)

@@ -30,7 +30,7 @@ def critical_k_ref(
     Returns ``+inf`` when K_d ≤ 0 (the lag never destabilises).
     """
     check_lag(lag)
-    check_hyperparams(eta=eta, mu=mu, curvature=curvature, k_instant=k_instant)
+    eta, mu, _, curvature, k_instant = check_hyperparams(eta, mu, None, curvature, k_instant)
     a = jnp.asarray(eta) * jnp.asarray(curvature)
     tau = jnp.where(a > 0, (1.0 - jnp.asarray(mu)) / jnp.where(a > 0, a, 1.0), jnp.inf)
     return _k_ref_from_tau(tau, lag)
@@ -41,7 +41,7 @@ def critical_eta(
 ) -> Array:
     """Learning rate at which the closed-form damping vanishes: η* = (1 − μ)/(K_d τ); ``+inf`` when τ K_d ≤ 0."""
     check_lag(lag)
-    check_hyperparams(mu=mu, k_ref=k_ref, curvature=curvature, k_instant=k_instant)
+    _, mu, k_ref, curvature, k_instant = check_hyperparams(None, mu, k_ref, curvature, k_instant)
     denom = jnp.asarray(curvature) * _tau_from_k_ref(jnp.asarray(k_ref), lag)
     return jnp.where(denom > 0, (1.0 - jnp.asarray(mu)) / jnp.where(denom > 0, denom, 1.0), jnp.inf)
 
@@ -57,7 +57,7 @@ def oscillatory_k_ref(
     the oscillator is underdamped even without lag, and ``+inf`` when a ≤ 0.
     """
     check_lag(lag)
-    check_hyperparams(eta=eta, mu=mu, curvature=curvature, k_instant=k_instant)
+    eta, mu, _, curvature, k_instant = check_hyperparams(eta, mu, None, curvature, k_instant)
     eta, mu = jnp.asarray(eta) * 1.0, jnp.asarray(mu) * 1.0
     a = eta * jnp.asarray(curvature)
     b = eta * (jnp.asarray(curvature) + jnp.asarray(k_instant))
@@ -82,7 +82,7 @@ def oscillatory_eta(
     Returns ``+inf`` when K_d ≤ 0.
     """
     check_lag(lag)
-    check_hyperparams(mu=mu, k_ref=k_ref, curvature=curvature, k_instant=k_instant)
+    _, mu, k_ref, curvature, k_instant = check_hyperparams(None, mu, k_ref, curvature, k_instant)
     mu = jnp.asarray(mu) * 1.0
     kd = jnp.asarray(curvature) * 1.0
     safe_kd = jnp.where(kd > 0, kd, 1.0)

@@ -31,7 +31,7 @@ def drift_matrix(p: OscillatorParams) -> Array:
 
 def transition_matrix(p: OscillatorParams, dt: ArrayLike) -> Array:
     """exp(F Δt), the deterministic state transition over ``dt`` steps, shape ``(..., 2, 2)``."""
-    check("dt", dt, lambda a: a >= 0, ">= 0")
+    dt = check("dt", dt, lambda a: a >= 0, ">= 0 (a time step)")
     return _transition(p, jnp.asarray(dt))
 
 
@@ -59,13 +59,13 @@ def trajectory(p: OscillatorParams, t: ArrayLike, *, e0: ArrayLike = 1.0) -> Arr
         >>> round(float(trajectory(p, 0.0, e0=-0.5)), 6)
         -0.5
     """
-    check("t", t, lambda a: a >= 0, ">= 0 (steps since the start)")
+    t = check("t", t, lambda a: a >= 0, ">= 0 (steps since the start)")
     return jnp.asarray(e0) * response_from_rest(p, t)
 
 
 def state_trajectory(p: OscillatorParams, t: ArrayLike, x0: ArrayLike) -> Array:
     """Full state (e, ė)(t) = exp(F t) x0 for an arbitrary initial state ``x0`` of shape ``(..., 2)``."""
-    check("t", t, lambda a: a >= 0, ">= 0 (steps since the start)")
+    t = check("t", t, lambda a: a >= 0, ">= 0 (steps since the start)")
     Phi = _transition(p, jnp.asarray(t))
     return jnp.einsum("...ij,...j->...i", Phi, jnp.asarray(x0) * 1.0)
 

@@ -20,8 +20,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from grpojax._checks import check
 from grpojax.dynamics import OscillatorParams, drift_matrix, expm2
 from grpojax.sde import exact_transition
+
+
+_OFF_DIAGONAL = ~np.eye(2, dtype=bool)
 
 
 class KalmanResult(NamedTuple):
@@ -54,7 +58,16 @@ def kalman_filter(y, mask, A, Q, R, m0, P0, *, offset=0.0, unroll: int = 4) -> K
 
     Returns:
         :class:`KalmanResult`.
+
+    Raises:
+        ValueError: a concrete ``R`` that is negative or not finite, or a concrete ``P0`` with a negative
+            or non-finite diagonal.
+        equinox.EqxRuntimeError: the same sign violations on traced values (NaN passes through, so the
+            filter can sit inside a sampler's potential).
     """
+    R = check("R", R, lambda a: a >= 0, ">= 0 (observation-noise variance)", on_trace="allow_nan")
+    P0 = check("P0", P0, lambda a: (a >= 0) | _OFF_DIAGONAL,
+               "a (2, 2) covariance with a diagonal >= 0", on_trace="allow_nan")
     y = jnp.asarray(y)
     dtype = jnp.result_type(y.dtype, jnp.asarray(A).dtype, jnp.float32)
     mask = jnp.asarray(mask, bool)

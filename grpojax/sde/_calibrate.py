@@ -81,7 +81,8 @@ def _phi_solve(M, C, K, grid, ts, adjoint=None):
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         throw=False,
     )
-    return sol.ys[:, 0]
+    # A failed solve (diffrax's ``sol.result``) is NaN, never a plausible-looking curve.
+    return jnp.where(sol.result == diffrax.RESULTS.successful, sol.ys[:, 0], jnp.nan)
 
 
 @eqx.filter_jit

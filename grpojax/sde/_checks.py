@@ -2,9 +2,10 @@
 
 Every public entry point accepts any object with the fields ``M, C, K_eff, p_star, D`` (the lead's
 :class:`grpojax.dynamics.OscillatorParams`, a NamedTuple, ...). Concrete inputs are validated on the host
-before the single ``jit`` boundary (``ValueError`` naming the bad value); traced inputs pass through
-untouched so that the functions can be used inside other people's ``jit``/``vmap``/NUTS samplers, where
-a raise would be wrong (a sampler must see ``-inf``/NaN, not an exception).
+before the single ``jit`` boundary (``ValueError`` naming the bad value). Traced inputs (the functions
+used inside other people's ``jit``/``vmap``/NUTS samplers) get ``eqx.error_if`` checks of definite
+violations only (``M <= 0``, ``D < 0``, a negative time step): NaN passes through, because a sampler must
+see ``-inf``/NaN for an extreme proposal, not an exception.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from grpojax._checks import OnTrace, check, is_traced
 
 FIELDS = ("M", "C", "K_eff", "p_star", "D")
 
@@ -30,7 +33,7 @@ class Coefficients(NamedTuple):
 
 def is_concrete(x: Any) -> bool:
     """True when no leaf of ``x`` is a JAX tracer (values can be checked on the host)."""
-    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x))
+    return not is_traced(x)
 
 
 def float_dtype(*xs: Any):
@@ -41,23 +44,25 @@ def float_dtype(*xs: Any):
     return jnp.result_type(default, *dts) if dts else default
 
 
-def check_finite(name: str, value: Any, *, expected: str = "finite") -> None:
-    """Raise ``ValueError`` quoting the first non-finite entry of a concrete ``value``."""
-    if not is_concrete(value):
-        return
-    arr = np.asarray(value, dtype=float)
-    if not np.all(np.isfinite(arr)):
-        bad = arr[~np.isfinite(arr)].ravel()[0] if arr.ndim else arr
-        raise ValueError(f"{name} must be {expected}, got {name}={float(bad)!r}")
+def check_finite(name: str, value: Any, *, expected: str = "finite") -> Any:
+    """Raise ``ValueError`` quoting the first non-finite entry of a concrete ``value``; traced values pass.
+
+    Returns ``value``.
+    """
+    return check(name, value, lambda a: a == a, expected, on_trace="skip")
 
 
-def check_positive(name: str, value: Any) -> None:
-    """Raise ``ValueError`` unless a concrete ``value`` is finite and > 0 everywhere."""
-    check_finite(name, value, expected="finite and > 0")
-    if is_concrete(value) and not np.all(np.asarray(value) > 0):
-        arr = np.asarray(value)
-        bad = arr.ravel()[np.argmin(arr.ravel() > 0)] if arr.ndim else arr
-        raise ValueError(f"{name} must be > 0, got {name}={float(bad)!r}")
+def check_positive(name: str, value: Any, *, on_trace: OnTrace = "allow_nan") -> Any:
+    """``value`` finite and > 0 everywhere: ``ValueError`` when concrete, ``eqx.error_if`` when traced.
+
+    Returns the value to use (the ``error_if`` output when traced).
+    """
+    return check(name, value, lambda a: a > 0, "> 0", on_trace=on_trace)
+
+
+def check_nonnegative(name: str, value: Any, *, on_trace: OnTrace = "allow_nan") -> Any:
+    """``value`` finite and >= 0 everywhere (as :func:`check_positive`)."""
+    return check(name, value, lambda a: a >= 0, ">= 0", on_trace=on_trace)
 
 
 def coefficients(params: Any) -> Coefficients:
@@ -72,6 +77,7 @@ def coefficients(params: Any) -> Coefficients:
 
     Raises:
         ValueError: if a field is missing, non-finite (concrete values), ``M <= 0`` or ``D < 0``.
+        equinox.EqxRuntimeError: traced ``M <= 0`` or ``D < 0`` (NaN passes: samplers may propose it).
     """
     missing = [f for f in FIELDS if not hasattr(params, f)]
     if missing:
@@ -79,12 +85,9 @@ def coefficients(params: Any) -> Coefficients:
             f"params must have fields {FIELDS} (e.g. grpojax.dynamics.OscillatorParams), "
             f"missing {missing} on {type(params).__name__}"
         )
-    vals = [getattr(params, f) for f in FIELDS]
-    for f, v in zip(FIELDS, vals):
-        check_finite(f"params.{f}", v)
-    check_positive("params.M", vals[0])
-    if is_concrete(vals[4]) and not np.all(np.asarray(vals[4]) >= 0):
-        raise ValueError(f"params.D must be >= 0 (noise intensity), got D={np.asarray(vals[4]).min()!r}")
+    vals = [check_finite(f"params.{f}", getattr(params, f)) for f in FIELDS]
+    vals[0] = check("params.M", vals[0], lambda a: a > 0, "> 0 (inertia)", on_trace="allow_nan")
+    vals[4] = check("params.D", vals[4], lambda a: a >= 0, ">= 0 (noise intensity)", on_trace="allow_nan")
     return Coefficients(*(v if isinstance(v, jax.Array) else jnp.asarray(v) for v in vals))
 
 

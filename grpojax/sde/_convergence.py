@@ -85,7 +85,8 @@ def _solve_t1(coef, x0, bm, dt, t1, solver, max_steps, adjoint):
         adjoint=adjoint,
         throw=False,
     )
-    return sol.ys[0]
+    # A failed solve (diffrax's ``sol.result``, e.g. max_steps reached) is NaN, not a silent error value.
+    return jnp.where(sol.result == diffrax.RESULTS.successful, sol.ys[0], jnp.nan)
 
 
 def _scalar_coef(params, group_size):

@@ -35,7 +35,15 @@ import jax.random as jr
 import numpy as np
 from jax.scipy.linalg import expm
 
-from grpojax.sde._checks import broadcast, check_finite, check_positive, coefficients, float_dtype, is_concrete
+from grpojax.sde._checks import (
+    broadcast,
+    check_finite,
+    check_nonnegative,
+    check_positive,
+    coefficients,
+    float_dtype,
+    is_concrete,
+)
 
 
 def drift_and_noise(M, C, K_eff, q):
@@ -108,7 +116,8 @@ def exact_transition(params: Any, dt: Any, *, group_size: Any = 1) -> tuple[jax.
 
     Raises:
         ValueError: for concrete non-finite parameters, ``M ≤ 0``, ``D < 0``, ``Δt < 0`` or ``G ≤ 0``.
-            Traced inputs are not checked (so it can sit inside a likelihood explored by a sampler).
+            Traced inputs raise ``EqxRuntimeError`` for the same sign violations, while NaN passes
+            through (so it can sit inside a likelihood explored by a sampler).
 
     Example:
         >>> from types import SimpleNamespace as P
@@ -116,10 +125,8 @@ def exact_transition(params: Any, dt: Any, *, group_size: Any = 1) -> tuple[jax.
         >>> A.shape, Q.shape
         ((2, 2), (2, 2))
     """
-    check_finite("dt", dt)
-    if is_concrete(dt) and not np.all(np.asarray(dt) >= 0):
-        raise ValueError(f"dt must be >= 0, got dt={np.asarray(dt).min()!r}")
-    check_positive("group_size", group_size)
+    dt = check_nonnegative("dt", dt)
+    group_size = check_positive("group_size", group_size)
     return _exact_transition(coefficients(params), jnp.asarray(dt), jnp.asarray(group_size))
 
 
@@ -171,7 +178,7 @@ def exact_moments(
     """
     for name, v in (("ts", ts), ("e0", e0), ("v0", v0), ("t0", t0)):
         check_finite(name, v)
-    check_positive("group_size", group_size)
+    group_size = check_positive("group_size", group_size)
     ts_np = np.asarray(ts) if is_concrete(ts) else None
     if ts_np is not None and (ts_np.ndim != 1 or np.any(ts_np < t0)):
         raise ValueError(f"ts must be a 1-d array of times >= t0={t0}, got shape {ts_np.shape}, min {ts_np.min()}")

@@ -51,11 +51,13 @@ class MeanFieldPaths(eqx.Module):
         ts: save times ``(T,)``.
         ys: states ``(n_paths, T) + y0.shape``.
         finite: ``True`` if every saved value is finite.
+        ok: ``(n_paths,)`` bool, ``True`` where diffrax reported a successful solve of the path.
     """
 
     ts: jax.Array
     ys: jax.Array
     finite: jax.Array
+    ok: jax.Array
 
 
 @eqx.filter_jit
@@ -76,10 +78,10 @@ def _solve(drift, diffusion, y0, args, keys, grid, ts, solver_cls, noise_dim, br
             saveat=diffrax.SaveAt(ts=ts), stepsize_controller=diffrax.StepTo(ts=grid),
             max_steps=grid.shape[0] - 1, adjoint=adjoint, throw=False,
         )
-        return sol.ys
+        return sol.ys, sol.result == diffrax.RESULTS.successful
 
-    ys = jax.vmap(one)(keys)
-    return MeanFieldPaths(ts=ts, ys=ys, finite=jnp.all(jnp.isfinite(ys)))
+    ys, ok = jax.vmap(one)(keys)
+    return MeanFieldPaths(ts=ts, ys=ys, finite=jnp.all(jnp.isfinite(ys)), ok=ok)
 
 
 def solve_meanfield(

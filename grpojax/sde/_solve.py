@@ -45,6 +45,7 @@ import jax.random as jr
 import lineax as lx
 import numpy as np
 
+from grpojax._checks import check_int
 from grpojax.sde._checks import broadcast, check_finite, check_positive, coefficients, is_concrete, unstable_mask
 
 
@@ -82,6 +83,8 @@ class Ensemble(eqx.Module):
         unstable: ``(...)`` bool, ``True`` where ``C ≤ 0`` or ``K_eff ≤ 0`` (integrated anyway).
         finite: ``(...)`` bool, ``True`` where every saved value of every path is finite (an unstable
             run can overflow on a long horizon; this says so instead of hiding NaN/inf).
+        ok: ``(...)`` bool, ``True`` where diffrax reported a successful solve (``sol.result``); a solve
+            that stopped early (e.g. ``max_steps`` reached) is ``False`` and its unreached saves are inf.
         solver: solver name (static).
         dt: nominal step (static).
         brownian: Brownian-path kind actually used (static).
@@ -92,6 +95,7 @@ class Ensemble(eqx.Module):
     p_star: jax.Array
     unstable: jax.Array
     finite: jax.Array
+    ok: jax.Array
     solver: str = eqx.field(static=True)
     dt: float = eqx.field(static=True)
     brownian: str = eqx.field(static=True)
@@ -164,7 +168,8 @@ def _batched_terms(M, C, K, s, bm, n):
     return diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(diffusion, bm))
 
 
-def solve_paths(coef, x0, key, grid, ts, n_paths: int, *, solver: str, brownian: str, tol: float):
+def solve_paths(coef, x0, key, grid, ts, n_paths: int, *, solver: str, brownian: str, tol: float,
+                max_steps: int | None = None):
     """``n_paths`` paths of one parameter set in a single ``diffeqsolve`` (the unit :func:`simulate` vmaps
     over parameter sets); differentiable by reverse mode with ``brownian="virtual"``.
 
@@ -178,9 +183,10 @@ def solve_paths(coef, x0, key, grid, ts, n_paths: int, *, solver: str, brownian:
         solver: key of :data:`SOLVERS`.
         brownian: ``"virtual"`` or ``"unsafe"``.
         tol: ``VirtualBrownianTree`` tolerance.
+        max_steps: cap on the solver steps (static; default the ``N − 1`` steps of the grid).
 
     Returns:
-        ``ys (n_paths, T, 2)``.
+        ``(ys (n_paths, T, 2), ok ())``: ``ok`` is ``True`` when diffrax reports success.
     """
     spec = SOLVERS[solver]
     dtype = x0.dtype
@@ -203,15 +209,16 @@ def solve_paths(coef, x0, key, grid, ts, n_paths: int, *, solver: str, brownian:
         y0=y0,
         saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=diffrax.StepTo(ts=grid),
-        max_steps=grid.shape[0] - 1,
+        max_steps=grid.shape[0] - 1 if max_steps is None else max_steps,
         adjoint=adjoint,
         throw=False,
     )
-    return jnp.stack([sol.ys[0].T, sol.ys[1].T], -1)
+    ok = sol.result == diffrax.RESULTS.successful
+    return jnp.stack([sol.ys[0].T, sol.ys[1].T], -1), ok
 
 
 @eqx.filter_jit
-def _simulate(c, group_size, x0, keys, grid, ts, n_paths, solver, brownian, tol, dt):
+def _simulate(c, group_size, x0, keys, grid, ts, n_paths, solver, brownian, tol, dt, max_steps):
     c = broadcast(c)
     dtype = c.M.dtype
     batch = c.M.shape
@@ -224,10 +231,12 @@ def _simulate(c, group_size, x0, keys, grid, ts, n_paths, solver, brownian, tol,
     ts = ts.astype(dtype)
 
     def one(coef, x0_b, key):
-        return solve_paths(coef, x0_b, key, grid, ts, n_paths, solver=solver, brownian=brownian, tol=tol)
+        return solve_paths(coef, x0_b, key, grid, ts, n_paths, solver=solver, brownian=brownian, tol=tol,
+                           max_steps=max_steps)
 
-    ys = jax.vmap(one)(tuple(flat), x0, keys)
+    ys, ok = jax.vmap(one)(tuple(flat), x0, keys)
     ys = ys.reshape(batch + ys.shape[1:])
+    ok = ok.reshape(batch)
     finite = jnp.all(jnp.isfinite(ys), axis=(-3, -2, -1))
     return Ensemble(
         ts=ts,
@@ -235,6 +244,7 @@ def _simulate(c, group_size, x0, keys, grid, ts, n_paths, solver, brownian, tol,
         p_star=c.p_star,
         unstable=unstable_mask(c),
         finite=finite,
+        ok=ok,
         solver=solver,
         dt=dt,
         brownian=brownian,
@@ -255,6 +265,7 @@ def simulate(
     brownian: str = "auto",
     t0: float = 0.0,
     common_noise: bool = False,
+    max_steps: int | None = None,
 ) -> Ensemble:
     """Simulate an ensemble of the stochastic oscillator with diffrax (one ``jit``): all paths of a
     parameter set in one batched solve, parameter sets vmapped, each set with its own key (``split(key)``).
@@ -274,11 +285,13 @@ def simulate(
         t0: initial time.
         common_noise: reuse the same ``n_paths`` Brownian paths for every parameter set (common random
             numbers, for comparisons across parameters) instead of independent ones.
+        max_steps: cap on the solver steps per parameter set (default: the number of steps of the grid,
+            which never stops early). A solve that reaches the cap stops there and is flagged in ``ok``.
 
     Returns:
         :class:`Ensemble` with ``ys`` of shape ``(..., n_paths, T, 2)``. Unstable parameter sets
         (``C ≤ 0`` or ``K_eff ≤ 0``) are integrated and flagged in ``unstable``; overflow is reported in
-        ``finite``.
+        ``finite``; diffrax's ``sol.result`` in ``ok``.
 
     Raises:
         ValueError: non-finite parameters/times/initial state, an unknown solver or Brownian kind,
@@ -290,6 +303,8 @@ def simulate(
         raise ValueError(f"brownian must be one of {BROWNIANS}, got brownian={brownian!r}")
     if isinstance(n_paths, bool) or int(n_paths) != n_paths or n_paths < 1:
         raise ValueError(f"n_paths must be a positive integer, got n_paths={n_paths!r}")
+    if max_steps is not None:
+        max_steps = check_int("max_steps", max_steps, 1)
     check_positive("dt", dt)
     check_finite("t0", t0)
     for name, v in (("e0", e0), ("v0", v0)):
@@ -314,5 +329,5 @@ def simulate(
     c = c._replace(M=jnp.broadcast_to(c.M, batch))
     return _simulate(
         c, jnp.asarray(group_size), x0, keys, jnp.asarray(grid), jnp.asarray(ts_np), int(n_paths), solver, brownian,
-        tol, float(dt),
+        tol, float(dt), max_steps,
     )

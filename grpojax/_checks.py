@@ -1,0 +1,114 @@
+"""Input checks shared by every package: eager ``ValueError`` for concrete values, ``eqx.error_if`` under ``jit``.
+
+A public function validates each numeric argument with :func:`check` and keeps the returned value:
+
+    eta = check("eta", eta, lambda a: a > 0, "> 0 (the learning rate)")
+
+- concrete values (Python numbers, NumPy arrays, JAX arrays outside a trace) are checked on the host and
+  a bad one raises ``ValueError("eta must be > 0 (the learning rate), got eta=-1.0")``;
+- traced values (inside ``jit``/``vmap``/``grad``) are wrapped with :func:`equinox.error_if`, so a bad
+  value raises at run time (``EqxRuntimeError`` eagerly, ``XlaRuntimeError`` from a compiled call, both
+  carrying the same message) instead of returning a silently wrong answer. The returned array must be
+  used in place of the argument: an unused ``error_if`` is dead code and is removed by the compiler.
+
+``on_trace`` says what a traced check rejects:
+
+- ``"check"``: every entry where ``ok`` is false, NaN included (comparisons with NaN are false);
+- ``"allow_nan"``: only definite violations; NaN passes through. For quantities evaluated inside a
+  sampler's potential (NUTS proposes extreme points during warm-up, and a NaN log-density there is a
+  legitimate rejection, not an error);
+- ``"skip"``: no traced check (the value is validated where it is concrete).
+
+This module imports no other ``grpojax`` module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["check", "check_choice", "check_int", "check_traced", "is_traced"]
+
+OnTrace = Literal["check", "allow_nan", "skip"]
+
+
+def is_traced(x: Any) -> bool:
+    """True when some leaf of ``x`` is a JAX tracer (its values are unknown until run time)."""
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x))
+
+
+def _shown(arr: np.ndarray, good: np.ndarray) -> Any:
+    """The first offending entry of ``arr`` as a Python scalar."""
+    return arr.ravel()[np.argmin(good.ravel())].item()
+
+
+def check_traced(name: str, value: Any, ok: Callable, expected: str, *, on_trace: OnTrace = "check") -> Any:
+    """Wrap a traced ``value`` with ``eqx.error_if`` raising ``"{name} must be {expected}"`` where ``ok`` fails.
+
+    Returns the value to use from here on (the ``error_if`` output). ``on_trace`` as in the module docs.
+    """
+    if on_trace == "skip":
+        return value
+    x = jnp.asarray(value)
+    bad = ~jnp.asarray(ok(x), bool)
+    if on_trace == "allow_nan" and jnp.issubdtype(x.dtype, jnp.inexact):
+        bad = bad & ~jnp.isnan(x)
+    return eqx.error_if(x, jnp.broadcast_to(bad, x.shape), f"{name} must be {expected}; the traced value of {name} is not")
+
+
+def check(
+    name: str, value: Any, ok: Callable, expected: str, *, finite: bool = True, on_trace: OnTrace = "check"
+) -> Any:
+    """Validate ``value`` (concrete: ``ValueError``; traced: ``eqx.error_if``) and return it.
+
+    Args:
+        name: argument name used in the message.
+        value: number or array (concrete or traced).
+        ok: elementwise predicate written with operators or ``jnp`` functions (it receives a NumPy array
+            when ``value`` is concrete, a JAX array when traced), e.g. ``lambda a: (a >= 0) & (a < 1)``.
+        expected: what a valid value is, e.g. ``"in [0, 1) (heavy-ball momentum)"``.
+        finite: concrete values must also be finite real numbers (checked before ``ok``).
+        on_trace: what a traced check rejects (``"check"``, ``"allow_nan"`` or ``"skip"``).
+
+    Returns:
+        ``value`` unchanged when concrete; the ``error_if``-wrapped array when traced.
+
+    Raises:
+        ValueError: a concrete value fails, with a one-line message naming it, e.g.
+            ``mu must be in [0, 1) (heavy-ball momentum), got mu=1.0``.
+    """
+    if is_traced(value):
+        return check_traced(name, value, ok, expected, on_trace=on_trace)
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be a real number, got {name}={value!r}")
+    if finite:
+        fin = np.isfinite(arr)
+        if not np.all(fin):
+            raise ValueError(f"{name} must be finite, got {name}={_shown(arr, fin)!r}")
+    with jax.ensure_compile_time_eval():  # a jnp predicate on constants inside a trace stays concrete
+        good = np.broadcast_to(np.asarray(ok(arr), bool), arr.shape)
+    if not np.all(good):
+        raise ValueError(f"{name} must be {expected}, got {name}={_shown(arr, good)!r}")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    """Return ``value`` if it is one of ``choices``; ``ValueError`` naming it and the choices otherwise."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {name}={value!r}")
+    return value
+
+
+def check_int(name: str, value: Any, minimum: int) -> int:
+    """A static (Python) integer ``>= minimum``; ``ValueError`` for bools, fractions, tracers and small values."""
+    if is_traced(value):
+        raise ValueError(f"{name} must be a static integer >= {minimum}, got a traced value")
+    if isinstance(value, (bool, np.bool_)) or np.ndim(value) != 0 or int(value) != value or int(value) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum} (static), got {name}={value!r}")
+    return int(value)
