@@ -8,8 +8,6 @@ import pytest
 
 from grpojax.cli import main
 
-pytest.importorskip("grpojax.dynamics")
-
 
 def test_simulate_writes_summary_and_figure(tmp_path):
     out = tmp_path / "sim"

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-dyn = pytest.importorskip("grpojax.dynamics")
-from grpojax.sde import calibrate, calibrate_ensemble, expected_trajectory, simulate  # noqa: E402
+import grpojax.dynamics as dyn
+from grpojax.sde import calibrate, calibrate_ensemble, expected_trajectory, simulate
 
 ETA, MU, KREF = 0.05, 0.5, 4
 TS = np.arange(0.0, 101.0)

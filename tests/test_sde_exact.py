@@ -82,7 +82,8 @@ def test_broadcast_jit_vmap_and_group_scaling():
 
 
 def test_oscillator_params_accepted():
-    dyn = pytest.importorskip("grpojax.dynamics")
+    import grpojax.dynamics as dyn
+
     p = dyn.OscillatorParams(1.0, 0.5, 1.0, 0.8, 0.1)
     A, Q = exact_transition(p, 0.3)
     A_ref, Q_ref = reference(1.0, 0.5, 1.0, 0.1, 1, 0.3)

@@ -56,7 +56,8 @@ def test_bad_solver_calculus_pairs():
 def test_bandit_reduced_model_tracks_exact_mean_field_map():
     """Noise off: the continuous reduced model follows the bandit's exact discrete mean-field map (|Δp| < 0.01)
     and approaches the bandit's plateau."""
-    bandit = pytest.importorskip("grpojax.bandit")
+    import grpojax.bandit as bandit
+
     cfg = bandit.with_fixed_point(bandit.BanditConfig(0.05, mu=0.5, k_ref=1, group_size=64, lag="periodic"), 0.8, k_instant=0.0)
     mf = bandit_meanfield(cfg, noise=False)
     ts = np.arange(1.0, 301.0)

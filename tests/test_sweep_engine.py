@@ -151,3 +151,33 @@ def test_batched_step_equals_vmapped_per_row_step():
         b = jax.jit(jax.vmap(two_arm_step_counter, in_axes=(0, None, 0)))(b, key, rows)
     np.testing.assert_array_equal(np.asarray(a.theta), np.asarray(b.theta))
     np.testing.assert_array_equal(np.asarray(a.history), np.asarray(b.history))
+
+
+def test_public_plateau_and_mean_field_step_against_finite_differences():
+    """The mean-field pieces the sweep uses, checked against a hand-written map and finite differences."""
+    from grpojax.bandit import mean_drift, mean_field_step, plateau, two_arm_init
+
+    cfg = BanditConfig(0.05, 0.3, 1, 8, beta=0.5, p_ref=0.6, advantage="dr_grpo")
+    logit = lambda p: float(np.log(p / (1 - p)))  # noqa: E731
+    sig = lambda t: 1.0 / (1.0 + np.exp(-t))  # noqa: E731
+    pl = plateau(cfg)
+    # dr_grpo, β > 0: f(θ, θ) = p(1 − p)[(1 − 1/G) − β(θ − θ_ref)] vanishes at θ* = θ_ref + (1 − 1/G)/β
+    np.testing.assert_allclose(float(pl.theta), logit(0.6) + (1 - 1 / 8) / 0.5, rtol=1e-6)
+    t, h = float(pl.theta), 1e-5
+    f = lambda th, tb: float(mean_drift(sig(th), cfg, p_behaviour=sig(tb)))  # noqa: E731
+    np.testing.assert_allclose(float(pl.k_d), -(f(t, t + h) - f(t, t - h)) / (2 * h), rtol=1e-5)
+    np.testing.assert_allclose(float(pl.k_0), -(f(t + h, t) - f(t - h, t)) / (2 * h), rtol=1e-5, atol=1e-9)
+    assert float(pl.sigma2) > 0
+
+    # constant lag K_ref = 1 (behaviour = the previous step's policy, θ_{-1} = θ_0):
+    # v_{n+1} = μ v_n + f(θ_n, θ_{n-1}), θ_{n+1} = θ_n + η v_{n+1}
+    st = two_arm_init(cfg)
+    th = prev = logit(0.5)
+    v = 0.0
+    for _ in range(6):
+        st = mean_field_step(st)
+        v = 0.3 * v + f(th, prev)
+        prev, th = th, th + 0.05 * v
+    np.testing.assert_allclose(float(st.theta), th, rtol=1e-10)
+    np.testing.assert_allclose(float(st.velocity), v, rtol=1e-10)
+    assert int(st.step) == 6

@@ -17,7 +17,7 @@ uses no simulation.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +30,7 @@ from grpojax.bandit._two_arm import TwoArmState, behaviour_logit, kl_gradient, r
 from grpojax.dynamics import OscillatorParams, from_hyperparams
 
 __all__ = ["mean_drift", "drift_logit", "fixed_point", "stiffness", "gradient_noise", "oscillator_params",
-           "mean_field_trajectory", "with_fixed_point"]
+           "Plateau", "plateau", "mean_field_step", "mean_field_trajectory", "with_fixed_point"]
 
 _THETA_MAX = 30.0
 _BISECT = 60
@@ -211,6 +211,30 @@ def _stiff(config: BanditConfig):
     return _batched(_stiff_one, config)
 
 
+class Plateau(NamedTuple):
+    """The exact mean field at its plateau (each with the batch shape of the config).
+
+    Attributes:
+        theta: plateau logit θ* (p* = σ(θ*)).
+        k_d: stale stiffness K_d = −∂f/∂θ_b.
+        k_0: current-policy stiffness K_0 = −∂f/∂θ.
+        sigma2: per-sample gradient variance σ² (see :func:`gradient_noise`).
+    """
+
+    theta: Array
+    k_d: Array
+    k_0: Array
+    sigma2: Array
+
+
+def plateau(config: BanditConfig) -> Plateau:
+    """θ*, K_d, K_0 and σ² at the plateau in one jitted pass (what :func:`fixed_point`, :func:`stiffness`
+    and :func:`gradient_noise` return piecewise). Only the drift knobs of ``config`` matter (not η, μ,
+    K_ref or the lag model), so callers may pass one config per distinct drift and broadcast the result.
+    """
+    return Plateau(*_stiff(_drift_only(config)))
+
+
 def stiffness(config: BanditConfig) -> tuple[Array, Array]:
     """(K_d, K_0) at the plateau: −∂f/∂θ_b (stale part) and −∂f/∂θ (current-policy part), per step."""
     _, kd, k0, _ = _stiff(_drift_only(config))
@@ -234,13 +258,21 @@ def oscillator_params(config: BanditConfig) -> OscillatorParams:
                             noise=jnp.maximum(sig2, 0.0), p_star=jax.nn.sigmoid(t))
 
 
-def _mf_step(state: TwoArmState, _):
+def mean_field_step(state: TwoArmState) -> TwoArmState:
+    """One step of the exact finite-G mean-field map for an unbatched two-arm state.
+
+    The simulator's step (same lag and momentum) with the sampled gradient replaced by its expectation
+    f(θ_n, θ_b(n)); ``jax.vmap`` it for a batch of states.
+    """
     cfg = state.config
     theta_b, hist = behaviour_logit(state)
     g = _drift_one(state.theta, theta_b, cfg)
     v = cfg.mu * state.velocity + g
-    new = TwoArmState(state.theta + cfg.eta * v, v, hist, state.step + 1, state.theta_ref, cfg)
-    return new, jax.nn.sigmoid(state.theta)
+    return TwoArmState(state.theta + cfg.eta * v, v, hist, state.step + 1, state.theta_ref, cfg)
+
+
+def _mf_step(state: TwoArmState, _):
+    return mean_field_step(state), jax.nn.sigmoid(state.theta)
 
 
 def mean_field_trajectory(config: BanditConfig, num_steps: int, *, theta0: ArrayLike | None = None) -> Array:

@@ -21,9 +21,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from grpojax._chunks import padded_chunks
-from grpojax.bandit import BanditConfig
-from grpojax.bandit._mean_field import _mf_step
-from grpojax.bandit._two_arm import two_arm_init, two_arm_step_batch
+from grpojax.bandit import BanditConfig, mean_field_step, two_arm_init, two_arm_step_batch
 from grpojax.sweep._grid import Grid
 from grpojax.sweep._measure import MEASURED_REGIMES, measure
 from grpojax.sweep._predict import predict_rows
@@ -73,7 +71,7 @@ def _py(x):
 def _trace_local(cfg: BanditConfig, rows, key, num_records: int, stride: int, mean_field: bool):
     """Trace a (device-local) batch: ``scan`` over records of ``scan`` over steps of the batched step."""
     st = jax.vmap(two_arm_init)(cfg)
-    mf_step = jax.vmap(lambda s: _mf_step(s, None)[0])
+    mf_step = jax.vmap(mean_field_step)
 
     def inner(s, n):
         if mean_field:

@@ -11,8 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from grpojax.bandit import BanditConfig, with_fixed_point
-from grpojax.bandit._mean_field import _stiff
+from grpojax.bandit import BanditConfig, plateau, with_fixed_point
 from grpojax.dynamics import (
     REGIMES,
     damping_ratio,
@@ -55,7 +54,7 @@ def predict_rows(cols: dict[str, np.ndarray], idx: np.ndarray, modes: dict[str, 
     """
     lag = modes["lag"]
     dcfg, inv = drift_configs(cols, idx, modes)
-    theta, kd_u, k0_u, sig_u = (np.asarray(x, float) for x in _stiff(dcfg))
+    theta, kd_u, k0_u, sig_u = (np.asarray(x, float) for x in plateau(dcfg))
     kd, k0, sig2 = kd_u[inv], k0_u[inv], np.maximum(sig_u[inv], 0.0)
     p_star = 1.0 / (1.0 + np.exp(-theta[inv]))
     beta = np.asarray(jnp.broadcast_to(dcfg.beta, kd_u.shape), float)[inv]
