@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import pathlib
 
-from grpojax.cli._common import console, out_dir, write_json
+from grpojax.cli._common import CLIError, console, err_console
 
 EXAMPLE = """\
 Example:
@@ -12,8 +13,19 @@ Example:
   grpojax train --config my_run.yaml --out out/run1 --set grpo.k_ref=4 --set optim.lr=5e-4
 
 The run folder gets metrics.jsonl (the canonical run log, readable by `grpojax fit/diagnose`),
-warmstart.jsonl, config.yaml, tokenizer.json, checkpoints/ and summary.json. Re-running the same
-command resumes from the latest checkpoint (use --no-resume to start over).
+warmstart.jsonl, config.yaml (the run's own copy of its config), tokenizer.json, checkpoints/ and
+summary.json. The folder is locked while the run writes it.
+
+Re-running the same command resumes from the newest valid checkpoint (a corrupt one is moved to
+checkpoints-corrupt/ with a warning). A folder holding a run with a different config is refused,
+naming the differing keys: pass --allow-config-change to resume it with the new values (recorded in
+summary.json; the old config is kept as config.before-step-N.yaml), --overwrite to start over (only
+the run's own files are deleted), or choose another --out.
+
+Exit status: 0 done; 2 the input was refused (bad config or value, a folder in use or holding another
+run, corrupt checkpoints); 1 the environment failed, or the loss became NaN/inf during training (the
+message names the step and the last good checkpoint; resume with a smaller optim.lr and
+--allow-config-change).
 """
 
 
@@ -25,25 +37,58 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", required=True, help="YAML config file or shipped config name (e.g. tiny-arith)")
-    p.add_argument("--out", required=True, help="run folder (created; resumed if it holds checkpoints)")
+    p.add_argument("--out", required=True, help="run folder (created; a run with the same config is resumed)")
     p.add_argument("--steps", type=int, default=None, help="override the number of GRPO steps")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. grpo.k_ref=2 (repeatable)")
-    p.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints and start over")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true",
+                      help="continue the run in --out (an error when it holds none)")
+    mode.add_argument("--overwrite", "--no-resume", dest="overwrite", action="store_true",
+                      help="start over: delete the run files in --out (nothing else) first")
+    p.add_argument("--allow-config-change", action="store_true",
+                   help="resume a run whose config differs from this one (the change is recorded)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
-    from grpojax.grpo import apply_overrides, load_config, train
+def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (b.exists() and a.samefile(b))
+    except OSError:
+        return False
 
-    cfg = load_config(args.config)
+
+def run(args) -> int:
+    from grpojax.grpo import GRPOTrainer, NonFiniteLossError, RunLock, apply_overrides, load_config
+    from grpojax.grpo._run_folder import check_run_folder, plan_run, run_markers
+    from grpojax.grpo._train_config import config_to_dict, read_config_dict, resolve_config_path
+
+    out = check_run_folder(args.out)
+    cfg_path = resolve_config_path(args.config)
+    cfg = load_config(cfg_path)
     overrides = list(args.set) + ([f"steps={args.steps}"] if args.steps is not None else [])
     if overrides:
         cfg = apply_overrides(cfg, overrides)
-    out = out_dir(args.out)
-    summary = train(cfg, out, resume=not args.no_resume, show_progress=not args.quiet)
-    write_json(out, "summary.json", summary)
+    own_copy = out / "config.yaml"
+    if _same_file(cfg_path, own_copy) and read_config_dict(cfg_path) != config_to_dict(cfg):
+        raise CLIError(f"--config {cfg_path} is the run's own config.yaml in --out, which this run would rewrite "
+                       "with the --set/--steps values; copy it elsewhere and pass the copy")
+    if args.resume and (not out.is_dir() or not run_markers(out)):
+        raise CLIError(f"--resume: {out} holds no run to resume; drop --resume to start one")
+    # refuse before building the model (the trainer checks again under the lock)
+    plan_run(out, config_to_dict(cfg), overwrite=args.overwrite, allow_config_change=args.allow_config_change)
+    with RunLock(out):  # a second run into the same folder fails here, at once
+        trainer = GRPOTrainer(cfg, out)
+        try:
+            summary = trainer.train(overwrite=args.overwrite, allow_config_change=args.allow_config_change,
+                                    show_progress=not args.quiet,
+                                    warn=lambda msg: err_console.print(f"grpojax train: warning: {msg}", markup=False,
+                                                                       highlight=False, soft_wrap=True))
+        except NonFiniteLossError as exc:
+            err_console.print(f"grpojax train: error: {exc}; lower optim.lr (or raise grad clipping) and resume "
+                              "with --allow-config-change", markup=False, highlight=False, soft_wrap=True)
+            return 1
     evals = summary.get("evals", [])
     if evals:
         console.print(f"eval_reward: {evals[0][1]:.3f} (step {evals[0][0]}) -> {evals[-1][1]:.3f} (step {evals[-1][0]})")

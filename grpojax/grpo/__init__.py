@@ -1,11 +1,12 @@
 """The GRPO trainer on :mod:`grpojax.lm` models: group advantages, the clipped-surrogate loss with a
 KL penalty, jitted update steps, optimisers, the YAML training configuration (shipped configs in
-``configs/``), rewards, datasets and the arithmetic task, checkpoints, the run log and the trainer.
+``configs/``), rewards, datasets and the arithmetic task, verified checkpoints, locked run folders, the
+run log and the trainer.
 """
 
 from ._advantages import ADVANTAGE_MODES, group_advantages
 from ._arith import ARITH_DIFFICULTY, arith_problems
-from ._checkpoint import CheckpointStore
+from ._checkpoint import CheckpointError, CheckpointStore
 from ._data import Problem, format_prompt, load_jsonl, sample_batch, split_heldout
 from ._logging import read_jsonl_metrics
 from ._loss import AGGREGATIONS, LossTerms, aggregate, clipped_surrogate, grpo_loss, k3_kl, token_logprobs
@@ -22,6 +23,7 @@ from ._rewards import (
     parse_number,
     score_completions,
 )
+from ._run_folder import RunFolderError, RunLock
 from ._step import RolloutBatch, completion_logprobs, make_grpo_update, make_logprob_fn, make_sft_update
 from ._train_config import TrainConfig, apply_overrides, load_config, save_config, shipped_configs
 from ._trainer import GRPOTrainer, NonFiniteLossError, train
@@ -31,12 +33,15 @@ __all__ = [
     "AGGREGATIONS",
     "ARITH_DIFFICULTY",
     "REWARD_FUNCTIONS",
+    "CheckpointError",
     "CheckpointStore",
     "GRPOTrainer",
     "LossTerms",
     "NonFiniteLossError",
     "Problem",
     "RolloutBatch",
+    "RunFolderError",
+    "RunLock",
     "Scored",
     "TrainConfig",
     "aggregate",

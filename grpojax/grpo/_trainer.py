@@ -11,12 +11,22 @@ line of the run log (``metrics.jsonl``, canonical column names); rollout metrics
 Exact resume: all randomness is ``fold_in`` of the seed with the step / rollout index, and the
 checkpoint holds the parameters, optimiser state, reference parameters and the current rollout
 batch, so a resumed run reproduces the uninterrupted run's metrics.
+
+Run folder safety: the folder is locked while the run writes it (:class:`RunLock`); a folder holding
+another run is refused unless it is to be resumed (same config, or a change allowed and recorded) or
+replaced (:func:`plan_run`); checkpoints are verified on restore and a corrupt newest checkpoint falls
+back to the newest valid one (:meth:`CheckpointStore.restore_valid`); ``config.yaml``,
+``tokenizer.json`` and ``summary.json`` are written atomically, and the summary of a resumed run is
+merged with the earlier one.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import pathlib
+import sys
 import time
 from typing import Any
 
@@ -28,6 +38,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from rich.console import Console
 
+from grpojax._io import write_json, write_text_atomic
 from grpojax._progress import progress as make_progress
 from grpojax.grpo._advantages import group_advantages
 from grpojax.grpo._arith import arith_problems
@@ -36,7 +47,8 @@ from grpojax.grpo._data import Problem, format_prompt, load_jsonl, sample_batch,
 from grpojax.grpo._optim import build_optimizer
 from grpojax.grpo._rewards import score_completions
 from grpojax.grpo._step import RolloutBatch, make_grpo_update, make_logprob_fn, make_sft_update
-from grpojax.grpo._train_config import TrainConfig, save_config
+from grpojax.grpo._run_folder import RunLock, RunPlan, check_run_folder, clear_run, plan_run
+from grpojax.grpo._train_config import TrainConfig, config_to_dict, read_config_dict, save_config
 from grpojax.logs import JsonlLogger, jsonl_header, truncate_jsonl
 from grpojax.lm import (
     CausalLM,
@@ -66,8 +78,15 @@ class NonFiniteLossError(RuntimeError):
         self.step = step
         self.checkpoint = checkpoint
         super().__init__(
-            f"non-finite loss or gradient at step {step}; run stopped, last good state saved to {checkpoint}"
+            f"non-finite loss or gradient at step {step}; run stopped, last good state (step {step - 1}) "
+            f"saved to {checkpoint}"
         )
+
+
+def _warn(message: str) -> None:
+    """Default warning sink of :meth:`GRPOTrainer.train`: one line on stderr."""
+    sys.stderr.write(f"grpojax: warning: {message}\n")
+    sys.stderr.flush()
 
 
 def _dtype(name: str):
@@ -88,7 +107,7 @@ class GRPOTrainer:
 
     def __init__(self, cfg: TrainConfig, out_dir: str | pathlib.Path, *, devices=None):
         self.cfg = cfg.validate()
-        self.out = pathlib.Path(out_dir)
+        self.out = check_run_folder(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.mesh = make_mesh(model=cfg.mesh.model_axis, devices=devices)
         self.codec = self._build_codec()
@@ -376,51 +395,129 @@ class GRPOTrainer:
         }
         return jsonl_header(c.name, source="grpojax.grpo.train", meta=meta)
 
-    def train(self, *, resume: bool = True, stop_after: int | None = None, show_progress: bool = True) -> dict:
-        """Run (or resume) the whole run; return a summary dict.
+    def train(self, *, resume: bool = True, overwrite: bool = False, allow_config_change: bool = False,
+              stop_after: int | None = None, show_progress: bool = True, warn=None) -> dict:
+        """Run (or resume) the whole run; write ``summary.json`` and return the summary dict.
+
+        The run folder is locked for the whole call. A folder holding a run with the same config is
+        resumed from its newest valid checkpoint (corrupt newer ones are moved aside, with a warning);
+        one holding a different run is refused (see :func:`plan_run`).
 
         Args:
-          resume: continue from the latest checkpoint in ``out_dir/checkpoints`` when there is one.
+          resume: continue a run found in ``out_dir`` (when ``False`` such a run is refused).
+          overwrite: replace a run found in ``out_dir`` (only its own files are deleted).
+          allow_config_change: resume a run whose config differs (the change is recorded in the summary
+            and the old config is kept as ``config.before-step-N.yaml``).
           stop_after: stop (with a checkpoint) after this optimiser step, as if killed there.
           show_progress: show a rich progress bar.
+          warn: called with each warning (default: one line on stderr).
 
         Raises:
+          RunFolderError: the folder is in use by another process or holds a run that may not be used as asked.
+          CheckpointError: every checkpoint of the run is corrupt, or they belong to a different model.
           NonFiniteLossError: the loss went NaN/inf (the last good state is checkpointed).
         """
+        warn = _warn if warn is None else warn
+        with RunLock(self.out):
+            plan = plan_run(self.out, config_to_dict(self.cfg), resume=resume, overwrite=overwrite,
+                            allow_config_change=allow_config_change)
+            if plan.clear:
+                clear_run(self.out)
+            return self._train_locked(plan, stop_after=stop_after, show_progress=show_progress, warn=warn)
+
+    def _write_config(self) -> None:
+        """``config.yaml`` (atomically), unless it already holds this config (then it is left as it is)."""
+        path = self.out / "config.yaml"
+        if path.is_file():
+            try:
+                if read_config_dict(path) == config_to_dict(self.cfg):
+                    return
+            except ValueError:
+                pass
+        save_config(self.cfg, path)
+
+    def _write_tokenizer(self) -> None:
+        path = self.out / "tokenizer.json"
+        tmp = self.out / f".tokenizer.json.{os.getpid()}.tmp"
+        try:
+            self.codec.save(tmp)
+            if path.is_file() and path.read_bytes() == tmp.read_bytes():
+                return
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def _old_summary(self, warn) -> dict:
+        path = self.out / "summary.json"
+        if not path.is_file():
+            return {}
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            warn(f"{path} is unreadable ({exc}); it will be replaced")
+            return {}
+        return old if isinstance(old, dict) else {}
+
+    def _train_locked(self, plan: RunPlan, *, stop_after, show_progress, warn) -> dict:
         cfg = self.cfg
-        save_config(cfg, self.out / "config.yaml")
-        self.codec.save(self.out / "tokenizer.json")
-        store = CheckpointStore(self.out / "checkpoints", keep=cfg.checkpoint.keep)
         log_path = self.out / "metrics.jsonl"
-        start = 0
+        old = {} if plan.fresh else self._old_summary(warn)
+        store = CheckpointStore(self.out / "checkpoints", keep=cfg.checkpoint.keep)
+        start, resumed = 0, False
+        try:
+            if not plan.fresh and store.all_steps():
+                st, meta, skipped = store.restore_valid(self.state())
+                self._set_state(st)
+                start, resumed = int(meta["step"]), True
+                for sk in skipped:
+                    warn(f"checkpoint step {sk.step} skipped: {sk.reason}; moved to {sk.moved_to}; "
+                         f"resuming from checkpoint step {start}")
+            elif not plan.fresh:
+                warn(f"{self.out} holds no checkpoint to resume from; starting the run over from step 0")
+            if start > cfg.steps:
+                raise ValueError(f"steps={cfg.steps} is below the step {start} of the checkpoint to resume from; "
+                                 f"expected steps >= {start}")
+            if plan.changes:
+                write_text_atomic(self.out / f"config.before-step-{start}.yaml", (self.out / "config.yaml").read_text())
+            self._write_config()
+            self._write_tokenizer()
+            if resumed:
+                truncate_jsonl(log_path, start)
+            else:
+                for stale in (log_path, self.out / "warmstart.jsonl"):
+                    stale.unlink(missing_ok=True)
+        except BaseException:
+            store.close()
+            raise
         summary: dict[str, Any] = {"warmstart": {}}
-        if resume and store.latest_step() is not None:
-            st, meta = store.restore(self.state())
-            self._set_state(st)
-            start = int(meta["step"])
-            truncate_jsonl(log_path, start)
+        if resumed:
+            summary = {k: v for k, v in old.items() if k not in ("last_step", "status")}
+            summary["evals"] = [e for e in old.get("evals", []) if e[0] <= start]
+            summary.setdefault("warmstart", {})
             summary["resumed_from"] = start
-        else:
-            if log_path.exists():
-                log_path.unlink()
+            summary["resumes"] = list(old.get("resumes", [])) + [
+                {"from_step": start, "config_changes": {k: [o, n] for k, (o, n) in plan.changes.items()}}
+            ]
+        evals: list = summary.setdefault("evals", [])
+        summary["log"] = str(log_path)
         logger = JsonlLogger(log_path, header=self.log_header(), append=True,
                              tensorboard_dir=self.out / "tensorboard" if cfg.log.tensorboard else None)
         K = cfg.grpo.k_ref
         end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
-        evals: list[tuple[int, float]] = []
         bar = make_progress(Console(stderr=True)) if show_progress else None
+        last = start
         try:
             if bar is not None:
                 bar.start()
-            if start == 0 and "resumed_from" not in summary:
+            if not resumed:
                 summary["warmstart"] = self.warmstart(progress=bar)
                 rec = self.evaluate(0)
                 logger.write(0, rec)
                 if rec:
                     evals.append((0, rec["eval_reward"]))
-                store.save(0, self.state(), {"phase": "post_warmstart"})
+                if cfg.checkpoint.at_start:
+                    store.save(0, self.state(), {"phase": "post_warmstart"})
             task = bar.add_task("GRPO", total=cfg.steps, completed=start) if bar else None
-            last = start
             for step in range(start + 1, end + 1):
                 t0 = time.perf_counter()
                 rec: dict[str, Any] = {}
@@ -442,7 +539,14 @@ class GRPOTrainer:
                 })
                 if not finite:
                     logger.write(step, rec)
-                    path = store.save(step - 1, self.state(), {"phase": "nonfinite", "bad_step": step})
+                    # the state is still the one after step - 1 (a non-finite update is not applied)
+                    if store.is_valid(step - 1):
+                        path = store.path(step - 1)
+                    else:
+                        path = store.save(step - 1, self.state(), {"phase": "nonfinite", "bad_step": step})
+                    summary.update({"last_step": step - 1, "status": "nonfinite", "nonfinite_step": step,
+                                    "last_good_checkpoint": str(path)})
+                    write_json(self.out, "summary.json", summary)
                     raise NonFiniteLossError(step, path)
                 if cfg.eval.every and (step % cfg.eval.every == 0 or step == cfg.steps):
                     ev = self.evaluate(step)
@@ -457,19 +561,22 @@ class GRPOTrainer:
                 if task is not None:
                     bar.update(task, completed=step,
                                description=f"GRPO reward={rec.get('reward_mean', math.nan):.2f}")
-            store.save(last, self.state(), {"phase": "grpo" if last < cfg.steps else "done"})
+            if last > start or not store.is_valid(last):
+                store.save(last, self.state(), {"phase": "grpo" if last < cfg.steps else "done"})
         finally:
             if bar is not None:
                 bar.stop()
             logger.close()
             store.close()
-        summary.update({"last_step": last, "evals": evals, "log": str(log_path)})
+        summary.update({"last_step": last, "status": "done" if last >= cfg.steps else "stopped"})
+        write_json(self.out, "summary.json", summary)
         return summary
 
 
-def train(cfg: TrainConfig, out_dir: str | pathlib.Path, *, resume: bool = True, stop_after: int | None = None,
-          show_progress: bool = True, devices=None) -> dict:
+def train(cfg: TrainConfig, out_dir: str | pathlib.Path, *, resume: bool = True, overwrite: bool = False,
+          allow_config_change: bool = False, stop_after: int | None = None, show_progress: bool = True,
+          devices=None, warn=None) -> dict:
     """Build a :class:`GRPOTrainer` and run it (see :meth:`GRPOTrainer.train`)."""
     trainer = GRPOTrainer(cfg, out_dir, devices=devices)
-    return trainer.train(resume=resume, stop_after=stop_after, show_progress=show_progress)
-
+    return trainer.train(resume=resume, overwrite=overwrite, allow_config_change=allow_config_change,
+                         stop_after=stop_after, show_progress=show_progress, warn=warn)
