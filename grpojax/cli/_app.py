@@ -15,7 +15,7 @@ import sys
 
 from grpojax.cli._common import CLIError, err_console
 
-SUBCOMMANDS = ("predict", "simulate", "sweep", "fit", "diagnose", "train", "reproduce")
+SUBCOMMANDS = ("predict", "simulate", "sweep", "fit", "diagnose", "train", "reproduce", "convert", "export")
 
 
 class _Parser(argparse.ArgumentParser):

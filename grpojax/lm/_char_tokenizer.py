@@ -63,11 +63,24 @@ def word_tokenizer(corpus: list[str], *, min_count: int = 1) -> Tokenizer:
 
 
 class TextCodec(NamedTuple):
-    """What the trainer needs from a tokenizer: ids in, text out, special ids."""
+    """What the trainer needs from a tokenizer: ids in, text out, special ids.
+
+    Attributes:
+        tokenizer: the ``tokenizers`` backend.
+        eos_id: the end-of-sequence id (appended to supervised targets).
+        pad_id: the padding id.
+        eos_ids: every id that ends a completion (``eos_id`` first); empty means ``(eos_id,)``.
+    """
 
     tokenizer: Tokenizer
     eos_id: int
     pad_id: int
+    eos_ids: tuple = ()
+
+    @property
+    def stop_ids(self) -> tuple[int, ...]:
+        """The ids that end a completion: ``eos_ids``, or ``(eos_id,)`` when that is empty."""
+        return tuple(self.eos_ids) or (self.eos_id,)
 
     @property
     def vocab_size(self) -> int:

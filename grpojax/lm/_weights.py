@@ -39,7 +39,9 @@ from safetensors.numpy import save_file
 
 from ._config import ModelConfig
 from ._mesh import param_shardings
+from ._char_tokenizer import TextCodec
 from ._model import CausalLM
+from ._tokenizer import Tokenizer, check_vocab_fits
 
 __all__ = ["load_pretrained", "save_pretrained", "hf_key_map", "WeightLoadError"]
 
@@ -181,15 +183,38 @@ def load_pretrained(
     return nnx.merge(graphdef, state)
 
 
-def save_pretrained(model: CausalLM, path: str | pathlib.Path, *, max_shard_bytes: int | None = None) -> None:
-    """Write ``config.json`` and safetensors with Hugging Face key names and layouts.
+def save_pretrained(
+    model: CausalLM,
+    path: str | pathlib.Path,
+    *,
+    tokenizer: Tokenizer | TextCodec | None = None,
+    max_shard_bytes: int | None = None,
+) -> None:
+    """Write ``config.json`` and safetensors with Hugging Face key names and layouts (and the tokenizer).
+
+    With a ``tokenizer`` the folder is complete: ``tokenizer.json``, ``tokenizer_config.json`` (special
+    tokens, chat template) and ``generation_config.json`` (bos, eos ids, pad) are written too, and
+    ``config.json`` takes the tokenizer's special ids, so the folder loads back with
+    :func:`load_pretrained` + :func:`load_tokenizer` and with transformers.
 
     Args:
         model: the model to save (parameters are gathered to the host; dtypes kept).
         path: output directory (created).
+        tokenizer: a :class:`Tokenizer` or the trainer's :class:`TextCodec` (checked against the model's
+            ``vocab_size`` with :func:`check_vocab_fits`).
         max_shard_bytes: if given, split into ``model-0000k-of-0000n.safetensors`` shards of at most this many
             bytes (a tensor is never split) plus ``model.safetensors.index.json``; else one ``model.safetensors``.
+
+    Raises:
+        ValueError: the tokenizer's ids do not fit the model's vocabulary.
     """
+    config = model.config
+    tok = None
+    if tokenizer is not None:
+        tok = tokenizer if isinstance(tokenizer, Tokenizer) else Tokenizer.from_codec(tokenizer)
+        check_vocab_fits(tok, config.vocab_size)
+        bos = tok.bos_id if tok.bos_id is not None else config.bos_token_id
+        config = config.replace(eos_token_id=tok.eos_ids, pad_token_id=tok.pad_id, bos_token_id=bos)
     path = pathlib.Path(path)
     path.mkdir(parents=True, exist_ok=True)
     state = nnx.state(model, nnx.Param)
@@ -198,9 +223,16 @@ def save_pretrained(model: CausalLM, path: str | pathlib.Path, *, max_shard_byte
     for key, (npath, transpose) in hf_key_map(state).items():
         arr = np.asarray(jax.device_get(flat[npath].get_value()))
         tensors[key] = np.ascontiguousarray(arr.T if transpose else arr)
-    cfg = model.config.to_hf()
+    cfg = config.to_hf()
     cfg["torch_dtype"] = str(np.dtype(model.param_dtype).name)
     (path / "config.json").write_text(json.dumps(cfg, indent=2))
+    if tok is not None:
+        tok.save_pretrained(path)
+        eos = list(tok.eos_ids)
+        gen = {"bos_token_id": config.bos_token_id, "eos_token_id": eos[0] if len(eos) == 1 else eos,
+               "pad_token_id": tok.pad_id}
+        (path / "generation_config.json").write_text(
+            json.dumps({k: v for k, v in gen.items() if v is not None}, indent=2))
     meta = {"format": "pt"}
     if max_shard_bytes is None:
         save_file(tensors, str(path / SINGLE_FILE), metadata=meta)
