@@ -60,9 +60,19 @@ def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
 
 
 def run(args) -> int:
-    from grpojax.grpo import GRPOTrainer, NonFiniteLossError, RunLock, apply_overrides, load_config
-    from grpojax.grpo._run_folder import check_run_folder, plan_run, run_markers
-    from grpojax.grpo._train_config import config_to_dict, read_config_dict, resolve_config_path
+    from grpojax.grpo import (
+        GRPOTrainer,
+        NonFiniteLossError,
+        RunLock,
+        apply_overrides,
+        check_run_folder,
+        config_to_dict,
+        load_config,
+        plan_run,
+        read_config_dict,
+        resolve_config_path,
+        run_markers,
+    )
 
     out = check_run_folder(args.out)
     cfg_path = resolve_config_path(args.config)

@@ -7,12 +7,14 @@ run log and the trainer.
 from ._advantages import ADVANTAGE_MODES, group_advantages
 from ._arith import ARITH_DIFFICULTY, arith_problems
 from ._checkpoint import CheckpointError, CheckpointStore
-from ._data import Problem, format_prompt, load_jsonl, sample_batch, split_heldout
+from ._data import Problem, chat_messages, chat_prompt_ids, format_prompt, load_jsonl, sample_batch, split_heldout
 from ._logging import read_jsonl_metrics
 from ._loss import AGGREGATIONS, LossTerms, aggregate, clipped_surrogate, grpo_loss, k3_kl, token_logprobs
 from ._optim import build_optimizer, build_schedule
 from ._rewards import (
+    ANSWER_FORMATS,
     REWARD_FUNCTIONS,
+    ParseOptions,
     Scored,
     answers_equal,
     combine_rewards,
@@ -23,13 +25,23 @@ from ._rewards import (
     parse_number,
     score_completions,
 )
-from ._run_folder import RunFolderError, RunLock
+from ._run_folder import RunFolderError, RunLock, check_run_folder, plan_run, run_markers
 from ._step import RolloutBatch, completion_logprobs, make_grpo_update, make_logprob_fn, make_sft_update
-from ._train_config import TrainConfig, apply_overrides, load_config, save_config, shipped_configs
+from ._train_config import (
+    TrainConfig,
+    apply_overrides,
+    config_to_dict,
+    load_config,
+    read_config_dict,
+    resolve_config_path,
+    save_config,
+    shipped_configs,
+)
 from ._trainer import GRPOTrainer, NonFiniteLossError, train
 
 __all__ = [
     "ADVANTAGE_MODES",
+    "ANSWER_FORMATS",
     "AGGREGATIONS",
     "ARITH_DIFFICULTY",
     "REWARD_FUNCTIONS",
@@ -38,6 +50,7 @@ __all__ = [
     "GRPOTrainer",
     "LossTerms",
     "NonFiniteLossError",
+    "ParseOptions",
     "Problem",
     "RolloutBatch",
     "RunFolderError",
@@ -50,9 +63,13 @@ __all__ = [
     "arith_problems",
     "build_optimizer",
     "build_schedule",
+    "chat_messages",
+    "chat_prompt_ids",
+    "check_run_folder",
     "clipped_surrogate",
     "combine_rewards",
     "completion_logprobs",
+    "config_to_dict",
     "correctness_reward",
     "extract_answer",
     "extract_boxed",
@@ -67,7 +84,11 @@ __all__ = [
     "make_logprob_fn",
     "make_sft_update",
     "parse_number",
+    "plan_run",
+    "read_config_dict",
     "read_jsonl_metrics",
+    "resolve_config_path",
+    "run_markers",
     "sample_batch",
     "save_config",
     "score_completions",
