@@ -109,3 +109,90 @@ def test_unparseable_scores_zero_and_is_counted():
     assert s.unparsed == 2
     with pytest.raises(ValueError, match="unknown reward function"):
         score_completions(["x"], ["1"], {"length": 1.0})
+
+
+# ---------------------------------------------------------------- answer formats (ParseOptions)
+from grpojax.grpo import ANSWER_FORMATS, ParseOptions  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("4 + 4 = 8", "8"),
+        ("so 10 - 3 is what we need", "3"),  # a spaced minus is an operator, not a sign
+        ("it is -3.", "-3"),
+        ("in total 1,234 apples, 2 baskets", "2"),
+        ("price $12.50", "$12.50"),
+        ("x3 and y", None),  # digits glued to a word are no number
+        ("half is 1/2", "1/2"),
+    ],
+)
+def test_last_number_fallback(text, want):
+    assert extract_answer(text, fallback_last_number=True) == want
+    assert extract_answer(text, options=ParseOptions(("last_number",))) == want
+    assert extract_answer(text) is None  # off by default
+
+
+def test_fallback_scores_a_bare_equation():
+    assert correctness_reward(["4 + 4 = 8"], ["8"]).tolist() == [0.0]
+    assert correctness_reward(["4 + 4 = 8"], ["8"], fallback_last_number=True).tolist() == [1.0]
+    opts = ParseOptions(fallback_last_number=True)
+    assert correctness_reward(["4 + 4 = 8"], ["#### 8"], options=opts).tolist() == [1.0]
+    s = score_completions(["4 + 4 = 8", "no idea"], ["8", "8"], {"correctness": 1.0, "format": 0.5}, options=opts)
+    assert s.rewards.tolist() == [1.0, 0.0] and s.unparsed == 1  # a bare number is no format
+
+
+TEXT = "<answer>12</answer> so \\boxed{13}, #### 14, the answer is 15, finally 16"
+
+
+@pytest.mark.parametrize(
+    "formats, want",
+    [
+        (("boxed",), "13"),
+        (("hash",), "14"),
+        (("answer_tag",), "12"),
+        (("answer_is",), "15"),
+        (("last_number",), "16"),
+        (("answer_tag", "boxed"), "12"),
+        (("hash", "answer_tag"), "14"),
+    ],
+)
+def test_formats_and_their_order(formats, want):
+    assert extract_answer(TEXT, options=ParseOptions(formats)) == want
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("<answer> \\frac{1}{2} </answer>", "\\frac{1}{2}"),
+        ("<answer>The total is 42 apples.</answer>", "42"),
+        ("<ANSWER>x+1</ANSWER>", "x+1"),
+        ("<answer>1</answer> then <answer>\n2\n</answer>", "2"),
+        ("<answer>3", None),
+    ],
+)
+def test_answer_tag(text, want):
+    assert extract_answer(text, options=ParseOptions(("answer_tag",))) == want
+
+
+def test_format_reward_counts_only_the_configured_markers():
+    opts = ParseOptions(("answer_tag",), fallback_last_number=True)
+    got = format_reward(["<answer>3</answer>", "#### 3", "just 3"], options=opts)
+    assert got.tolist() == [1.0, 0.0, 0.0]
+    assert format_reward(["#### 3", "<answer>3</answer>"]).tolist() == [1.0, 0.0]
+
+
+def test_parse_options_is_frozen_hashable_and_validated():
+    a = ParseOptions(["boxed", "last_number"])
+    assert a.formats == ("boxed", "last_number") and a == ParseOptions(("boxed", "last_number"))
+    assert hash(a) == hash(ParseOptions(("boxed", "last_number")))
+    with pytest.raises(AttributeError):
+        a.formats = ("hash",)
+    assert ParseOptions(fallback_last_number=True).order == ("boxed", "hash", "answer_is", "last_number")
+    assert set(ANSWER_FORMATS) == {"boxed", "hash", "answer_tag", "answer_is", "last_number"}
+    assert ParseOptions.from_dict({"formats": ["hash"], "fallback_last_number": True}).order == ("hash", "last_number")
+    for bad, needle in (({"formats": ["bold"]}, "bold"), ({"formats": []}, "empty"),
+                        ({"formats": ["hash", "hash"]}, "repeat"), ({"fallback": True}, "fallback"),
+                        ({"fallback_last_number": "yes"}, "yes")):
+        with pytest.raises(ValueError, match=needle):
+            ParseOptions.from_dict(bad)

@@ -14,13 +14,13 @@ import json
 import pathlib
 import zlib
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from grpojax.grpo._rewards import reference_answer
 
-__all__ = ["Problem", "load_jsonl", "sample_batch", "split_heldout", "format_prompt"]
+__all__ = ["Problem", "chat_messages", "chat_prompt_ids", "format_prompt", "load_jsonl", "sample_batch", "split_heldout"]
 
 
 class Problem(NamedTuple):
@@ -108,3 +108,51 @@ def format_prompt(question: str, template: str = "{question}\n") -> str:
     if "{question}" not in template:
         raise ValueError(f"prompt template {template!r} has no {{question}} field")
     return template.format(question=question)
+
+
+class ChatTokenizer(Protocol):
+    """What :func:`chat_prompt_ids` needs: ``grpojax.lm.Tokenizer`` (or transformers' tokenizers) fit."""
+
+    def apply_chat_template(self, messages, *, add_generation_prompt: bool = ..., tokenize: bool = ...) -> Any: ...
+
+
+def chat_messages(question: str, *, system_prompt: str | None = None, template: str = "{question}") -> list[dict]:
+    """The chat turns of a problem: an optional system turn, then the user turn ``template`` filled in.
+
+    Args:
+      question: the problem text.
+      system_prompt: the system turn's content; ``None`` or ``""`` sends none (the chat template may then
+        write its own default system turn).
+      template: the user turn, with one ``{question}`` field.
+    """
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return messages + [{"role": "user", "content": format_prompt(question, template)}]
+
+
+def chat_prompt_ids(
+    question: str,
+    tokenizer: ChatTokenizer,
+    *,
+    system_prompt: str | None = None,
+    template: str = "{question}",
+) -> list[int]:
+    """The prompt token ids of a problem through the tokenizer's chat template.
+
+    The conversation of :func:`chat_messages` is rendered with ``add_generation_prompt=True`` (the template
+    opens the assistant turn, so the completion is the model's answer) and encoded without adding special
+    tokens (the template writes them).
+
+    Args:
+      question: the problem text.
+      tokenizer: a tokenizer with a chat template (``grpojax.lm.load_tokenizer(folder)``).
+      system_prompt: optional system turn.
+      template: the user turn, with one ``{question}`` field.
+
+    Raises:
+      ValueError: the template has no ``{question}`` field, or the tokenizer has no chat template.
+    """
+    ids = tokenizer.apply_chat_template(chat_messages(question, system_prompt=system_prompt, template=template),
+                                        add_generation_prompt=True, tokenize=True)
+    if hasattr(ids, "keys"):  # transformers' BatchEncoding
+        ids = ids["input_ids"]
+    return [int(i) for i in ids]

@@ -5,12 +5,19 @@ per completion). :func:`combine_rewards` sums several with weights; :func:`score
 set of them and also counts the completions whose answer could not be parsed (they score 0 under
 :func:`correctness_reward`, and the trainer logs the count as ``unparsed``).
 
-Extraction order (first match wins, last occurrence inside each rule):
+Answer formats (:data:`ANSWER_FORMATS`; the first format that matches wins, and inside a format the last
+occurrence in the text):
 
-1. ``\\boxed{...}`` (MATH style, nested braces handled),
-2. ``#### N`` (GSM8K style),
-3. ``answer is N`` / ``Answer: N``,
-4. optionally the last number in the text (``fallback_last_number=True``).
+* ``boxed``: ``\\boxed{...}`` (MATH style, nested braces handled),
+* ``hash``: ``#### N`` (GSM8K style),
+* ``answer_tag``: ``<answer>...</answer>``,
+* ``answer_is``: ``answer is N`` / ``Answer: N``,
+* ``last_number``: the last number in the text (``4 + 4 = 8`` -> ``8``; a ``-`` with a space after it
+  is an operator, not a sign).
+
+Which formats are tried, and in what order, is a :class:`ParseOptions` (frozen, hashable; the default
+``boxed, hash, answer_is`` without fallback is the historical behaviour). ``fallback_last_number=True``
+appends ``last_number``. :func:`format_reward` counts only the explicit markers of the options.
 
 Numeric equivalence parses both sides to exact :class:`fractions.Fraction`: thousands separators
 (``1,234``), signs, decimals (``0.50 == 1/2``), simple fractions and ``\\frac{a}{b}``, percentages,
@@ -20,6 +27,8 @@ normalised string comparison.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -28,6 +37,8 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
+    "ANSWER_FORMATS",
+    "ParseOptions",
     "RewardFn",
     "Scored",
     "answers_equal",
@@ -46,6 +57,71 @@ _NUM = r"[-+−]?\$?\s*(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?|[-+�
 _HASH_RE = re.compile(r"####\s*([^\n]*)")
 _ANSWER_IS_RE = re.compile(r"(?:answer\s*(?:is|:|=)\s*)([^\n]*)", re.IGNORECASE)
 _NUM_RE = re.compile(_NUM)
+_TAG_RE = re.compile(r"<answer>\s*(.*?)\s*</answer>", re.IGNORECASE | re.DOTALL)
+# a number as the last word of a working: a sign only when attached to the digits and not after a word
+_LAST_NUM_RE = re.compile(r"(?<![\w.])(?:[-−](?=\d))?\$?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:/\d+)?")
+
+#: the answer formats :class:`ParseOptions` can name
+ANSWER_FORMATS = ("boxed", "hash", "answer_tag", "answer_is", "last_number")
+
+
+@dataclasses.dataclass(frozen=True)
+class ParseOptions:
+    """How a completion's final answer is found.
+
+    Attributes:
+      formats: the answer formats to try, in order (names from :data:`ANSWER_FORMATS`).
+      fallback_last_number: when no format matches, take the last number in the text (the same as
+        appending ``"last_number"`` to ``formats``).
+
+    Raises:
+      ValueError: an unknown or repeated format, or no format at all.
+    """
+
+    formats: tuple[str, ...] = ("boxed", "hash", "answer_is")
+    fallback_last_number: bool = False
+
+    def __post_init__(self):
+        formats = (self.formats,) if isinstance(self.formats, str) else tuple(self.formats)
+        unknown = [f for f in formats if f not in ANSWER_FORMATS]
+        if unknown:
+            raise ValueError(f"unknown answer format(s) {unknown}; expected some of {list(ANSWER_FORMATS)}")
+        if len(set(formats)) != len(formats):
+            raise ValueError(f"answer formats {list(formats)} repeat a format; expected each at most once")
+        if not formats:
+            raise ValueError("answer formats are empty; expected at least one of " + ", ".join(ANSWER_FORMATS))
+        if not isinstance(self.fallback_last_number, bool):
+            raise ValueError(f"fallback_last_number={self.fallback_last_number!r}; expected true or false")
+        object.__setattr__(self, "formats", formats)
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The formats actually tried, in order (``last_number`` appended by the fallback)."""
+        if self.fallback_last_number and "last_number" not in self.formats:
+            return self.formats + ("last_number",)
+        return self.formats
+
+    @property
+    def markers(self) -> "ParseOptions":
+        """The same options without ``last_number`` (what :func:`format_reward` accepts as a stated answer)."""
+        explicit = tuple(f for f in self.formats if f != "last_number") or ("boxed", "hash", "answer_is")
+        return ParseOptions(explicit, False)
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "ParseOptions":
+        """From a configuration mapping (``{"formats": [...], "fallback_last_number": bool}``).
+
+        Raises:
+          ValueError: an unknown key (named) or a bad value.
+        """
+        data = dict(data or {})
+        unknown = sorted(set(data) - {"formats", "fallback_last_number"})
+        if unknown:
+            raise ValueError(f"unknown answer parsing option(s) {unknown}; expected formats, fallback_last_number")
+        return cls(**data)
+
+
+DEFAULT_PARSING = ParseOptions()
 _UNIT_WORDS = re.compile(
     r"(?:dollars?|cents?|euros?|pounds?|units?|apples?|items?|cm|mm|km|m|kg|g|hours?|minutes?|"
     r"seconds?|days?|years?|miles?|meters?|metres?|feet|inches?|degrees?|\^\\circ|\\circ|°)\b\.?$",
@@ -77,35 +153,69 @@ def _first_number(s: str) -> str | None:
     return m.group(0).strip() if m else None
 
 
-def extract_answer(text: str, *, fallback_last_number: bool = False) -> str | None:
+def _from_marker(cand: str) -> str | None:
+    cand = cand.strip()
+    num = _first_number(cand)
+    return num if num is not None else (cand or None)
+
+
+def _last_number(text: str) -> str | None:
+    nums = _LAST_NUM_RE.findall(text)
+    return nums[-1].strip() if nums else None
+
+
+def _answer_tag(text: str) -> str | None:
+    found = _TAG_RE.findall(text)
+    if not found:
+        return None
+    inner = found[-1].strip()
+    if parse_number(inner) is not None:
+        return inner
+    boxed = extract_boxed(inner)
+    if boxed:
+        return boxed
+    if not re.search(r"\s", inner):  # one expression (``x+1``): the answer as written
+        return inner or None
+    return _from_marker(inner)  # a sentence: its first number
+
+
+def _extract_one(text: str, fmt: str) -> str | None:
+    if fmt == "boxed":
+        boxed = extract_boxed(text)
+        return boxed if boxed else None
+    if fmt == "hash":
+        hashes = _HASH_RE.findall(text)
+        return _from_marker(hashes[-1]) if hashes else None
+    if fmt == "answer_tag":
+        return _answer_tag(text)
+    if fmt == "answer_is":
+        found = _ANSWER_IS_RE.findall(text)
+        return _first_number(found[-1]) if found else None
+    return _last_number(text)
+
+
+def extract_answer(
+    text: str, *, fallback_last_number: bool = False, options: ParseOptions | None = None
+) -> str | None:
     """The final answer stated in a completion, or ``None`` when there is none.
 
     Args:
       text: a model completion (or a reference solution).
       fallback_last_number: when no explicit marker is present, take the last number in the text.
+      options: which answer formats to try and in what order (default :class:`ParseOptions`);
+        ``fallback_last_number=True`` adds the fallback to them.
 
     Returns:
       The answer string (not yet normalised), or ``None`` if unparseable.
     """
-    boxed = extract_boxed(text)
-    if boxed is not None and boxed != "":
-        return boxed
-    hashes = _HASH_RE.findall(text)
-    if hashes:
-        cand = hashes[-1].strip()
-        num = _first_number(cand)
-        if num is not None:
-            return num
-        return cand or None
-    found = _ANSWER_IS_RE.findall(text)
-    if found:
-        num = _first_number(found[-1])
-        if num is not None:
-            return num
-    if fallback_last_number:
-        nums = _NUM_RE.findall(text)
-        if nums:
-            return nums[-1].strip()
+    opts = DEFAULT_PARSING if options is None else options
+    order = opts.order
+    if fallback_last_number and "last_number" not in order:
+        order = order + ("last_number",)
+    for fmt in order:
+        got = _extract_one(text, fmt)
+        if got is not None:
+            return got
     return None
 
 
@@ -174,13 +284,19 @@ def reference_answer(answer: str) -> str:
 
 
 def correctness_reward(
-    completions: Sequence[str], answers: Sequence[str], *, fallback_last_number: bool = False
+    completions: Sequence[str],
+    answers: Sequence[str],
+    *,
+    fallback_last_number: bool = False,
+    options: ParseOptions | None = None,
 ) -> np.ndarray:
     """1.0 where the extracted answer equals the reference, else 0.0 (unparseable scores 0).
 
     Args:
       completions: ``n`` completion strings.
       answers: ``n`` reference answers (bare, ``#### N`` or ``\\boxed{}``).
+      fallback_last_number: see :func:`extract_answer`.
+      options: the answer formats of the completions (see :class:`ParseOptions`).
 
     Returns:
       ``(n,)`` float32 rewards in {0, 1}.
@@ -192,14 +308,20 @@ def correctness_reward(
         )
     out = np.zeros(len(completions), np.float32)
     for i, (c, a) in enumerate(zip(completions, answers)):
-        pred = extract_answer(c, fallback_last_number=fallback_last_number)
+        pred = extract_answer(c, fallback_last_number=fallback_last_number, options=options)
         out[i] = float(answers_equal(pred, reference_answer(a)))
     return out
 
 
-def format_reward(completions: Sequence[str], answers: Sequence[str] | None = None) -> np.ndarray:
-    """1.0 where the completion states a parseable final answer with an explicit marker, else 0.0."""
-    return np.array([float(extract_answer(c) is not None) for c in completions], np.float32)
+def format_reward(
+    completions: Sequence[str], answers: Sequence[str] | None = None, *, options: ParseOptions | None = None
+) -> np.ndarray:
+    """1.0 where the completion states a parseable final answer with an explicit marker, else 0.0.
+
+    The markers are the formats of ``options`` other than ``last_number`` (a bare number is no format).
+    """
+    markers = (DEFAULT_PARSING if options is None else options).markers
+    return np.array([float(extract_answer(c, options=markers) is not None) for c in completions], np.float32)
 
 
 def combine_rewards(fns: Sequence[RewardFn], weights: Sequence[float] | None = None) -> RewardFn:
@@ -247,17 +369,37 @@ class Scored(NamedTuple):
     unparsed: int
 
 
+#: reward functions that take the answer parsing options
+_PARSING_AWARE = ("correctness", "format")
+
+
 def score_completions(
-    completions: Sequence[str], answers: Sequence[str], weights: dict[str, float]
+    completions: Sequence[str],
+    answers: Sequence[str],
+    weights: dict[str, float],
+    *,
+    options: ParseOptions | None = None,
 ) -> Scored:
-    """Score completions with named reward functions (see ``REWARD_FUNCTIONS``) and weights."""
+    """Score completions with named reward functions (see ``REWARD_FUNCTIONS``) and weights.
+
+    Args:
+      completions, answers: one reference answer per completion.
+      weights: reward function name -> weight.
+      options: the answer formats (see :class:`ParseOptions`), used by ``correctness``, ``format`` and the
+        ``unparsed`` count.
+    """
     unknown = sorted(set(weights) - set(REWARD_FUNCTIONS))
     if unknown:
         raise ValueError(f"unknown reward function(s) {unknown}; expected some of {sorted(REWARD_FUNCTIONS)}")
-    comps = {name: np.asarray(REWARD_FUNCTIONS[name](completions, answers), np.float32) for name in weights}
+
+    def fn(name):
+        f = REWARD_FUNCTIONS[name]
+        return functools.partial(f, options=options) if options is not None and name in _PARSING_AWARE else f
+
+    comps = {name: np.asarray(fn(name)(completions, answers), np.float32) for name in weights}
     total = np.zeros(len(completions), np.float32)
     for name, w in weights.items():
         total += np.float32(w) * comps[name]
-    correct = comps["correctness"] if "correctness" in comps else correctness_reward(completions, answers)
-    unparsed = int(sum(extract_answer(c) is None for c in completions))
+    correct = comps["correctness"] if "correctness" in comps else fn("correctness")(completions, answers)
+    unparsed = int(sum(extract_answer(c, options=options) is None for c in completions))
     return Scored(total, correct, comps, unparsed)
