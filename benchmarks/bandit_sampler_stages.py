@@ -16,25 +16,15 @@ Also: the plain BTRS ``while_loop`` over the whole batch (what ``vmap`` runs) fo
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.extend.random import threefry_2x32
 
 from grpojax.bandit import _binomial as B
 from grpojax.bandit._threefry import threefry2x32
 
-
-def _median_seconds(fn, key, repeats=3):
-    jax.block_until_ready(fn(key))
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        jax.block_until_ready(fn(key))
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
+from _timing import machine_line, time_calls
 
 
 def main(argv=None) -> int:
@@ -97,7 +87,7 @@ def main(argv=None) -> int:
         "2' whole sampler (binomial_counter, Stirling series)": lambda key, x: B.binomial_counter(key, rows, n, x),
         "plain BTRS while_loop over the batch": plain,
     }
-    print(f"# bandit_sampler_stages: N={N}, steps={T}, trials={args.trials:g}, p in [0.1, 0.5]; jax {jax.__version__}")
+    print(f"# bandit_sampler_stages: N={N}, steps={T}, trials={args.trials:g}, p in [0.1, 0.5]; {machine_line()}")
     print("| variant | element-draws/s | ns per element |")
     print("|---|---:|---:|")
     for name, f in variants.items():
@@ -109,7 +99,8 @@ def main(argv=None) -> int:
 
             return jax.lax.scan(body, p0, jnp.arange(T))[0]
 
-        sec = _median_seconds(run, jax.random.key(0))
+        key = jax.random.key(0)
+        sec = time_calls(lambda: run(key), 3).median_s
         print(f"| {name} | {N * T / sec:.3g} | {1e9 * sec / (N * T):.1f} |")
     return 0
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,15 +54,7 @@ from grpojax.bandit._binomial import binomial_counter
 from grpojax.bandit._two_arm import TwoArmState, _update, behaviour_logit, two_arm_init
 from grpojax.sweep import simulate_traces
 
-
-def _timed(fn, repeats):
-    walls, cpus = [], []
-    for _ in range(repeats):
-        w, c = time.perf_counter(), time.process_time()
-        fn()
-        walls.append(time.perf_counter() - w)
-        cpus.append(time.process_time() - c)
-    return float(np.median(walls)), float(np.min(walls)), float(np.median(cpus))
+from _timing import machine_line, time_calls
 
 
 def numpy_run(eta, mu, k_ref, G, beta, theta_ref, steps, seed):
@@ -145,31 +136,25 @@ def main(argv=None) -> int:
             ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     N, T = args.configs, args.steps
     print(f"# bandit_throughput: {N} configurations, {T} steps (NumPy {args.numpy_steps}), repeats {args.repeats}; "
-          f"jax {jax.__version__} on {len(jax.devices())} device(s) {jax.devices()[0].platform}; "
-          f"{os.cpu_count()} cores; load average {os.getloadavg()}")
+          f"{machine_line()}")
     rows = []
     for G in (16, 1024):
         eta = np.linspace(0.01, 0.3, N)
         cfg = BanditConfig(eta, 0.9, 4, G, beta=1.8).broadcast()
         ids = np.arange(N)
         key = jax.random.key(0)
-        w = time.perf_counter()
-        simulate_traces(cfg, ids, T, key=key, stride=T, chunk_size=N)
-        first = time.perf_counter() - w
-        med, best, cpu = _timed(lambda: simulate_traces(cfg, ids, T, key=key, stride=T, chunk_size=N), args.repeats)
-        compile_s = first - med
+        ours = time_calls(lambda: simulate_traces(cfg, ids, T, key=key, stride=T, chunk_size=N), args.repeats)
+        compile_s = ours.compile_s
         jb = _jax_binomial_chunk(cfg, key, T)
-        jax.block_until_ready(jb(cfg, key))
-        jmed, jbest, jcpu = _timed(lambda: jax.block_until_ready(jb(cfg, key)), args.repeats)
+        jmed = time_calls(lambda: jb(cfg, key), args.repeats).median_s
         so, ns = _parts(cfg, T)
-        jax.block_until_ready(so(cfg, key))
-        jax.block_until_ready(ns(cfg, key))
-        smed, _, _ = _timed(lambda: jax.block_until_ready(so(cfg, key)), args.repeats)
-        nmed, _, _ = _timed(lambda: jax.block_until_ready(ns(cfg, key)), args.repeats)
+        smed = time_calls(lambda: so(cfg, key), args.repeats).median_s
+        nmed = time_calls(lambda: ns(cfg, key), args.repeats).median_s
         Tn = args.numpy_steps
-        npmed, npbest, npcpu = _timed(lambda: numpy_run(eta, 0.9, np.full(N, 4), G, 1.8, 0.0, Tn, 0), args.repeats)
-        r = dict(G=G, grpojax=N * T / med, grpojax_best=N * T / best, grpojax_cpu=N * T / cpu, compile_s=compile_s,
-                 jax_binomial=N * T / jmed, numpy=N * Tn / npmed, numpy_cpu=N * Tn / npcpu,
+        npy = time_calls(lambda: numpy_run(eta, 0.9, np.full(N, 4), G, 1.8, 0.0, Tn, 0), args.repeats, first=False)
+        r = dict(G=G, grpojax=N * T / ours.median_s, grpojax_best=N * T / ours.min_s,
+                 grpojax_cpu=N * T / ours.cpu_median_s, compile_s=compile_s, jax_binomial=N * T / jmed,
+                 numpy=N * Tn / npy.median_s, numpy_cpu=N * Tn / npy.cpu_median_s,
                  sampler_only=N * T / smed, no_sampling=N * T / nmed)
         r["speedup_vs_numpy"] = r["grpojax"] / r["numpy"]
         r["speedup_vs_jax_binomial"] = r["grpojax"] / r["jax_binomial"]

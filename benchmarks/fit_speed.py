@@ -18,13 +18,14 @@ import argparse
 import os
 import pathlib
 import platform
-import statistics
 import sys
 import time
 import warnings
 
 import jax
 import numpy as np
+
+from _timing import machine_line, time_calls
 
 
 def _curves(n, T, rng):
@@ -47,15 +48,8 @@ def bench_lsq(n, T, subset, repeats):
 
     rng = np.random.default_rng(0)
     s, Y, truth = _curves(n, T, rng)
-    t0 = time.perf_counter()
-    fit = fit_laws_batched(s, Y, "three_phase")
-    first = time.perf_counter() - t0
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fit = fit_laws_batched(s, Y, "three_phase")
-        times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
+    timing = time_calls(lambda: fit_laws_batched(s, Y, "three_phase"), repeats)
+    fit = timing.result
     ok = np.mean(fit.status == "ok")
     rel = np.abs(fit.params["zeta"] - truth["zeta"]) / truth["zeta"]
 
@@ -84,7 +78,8 @@ def bench_lsq(n, T, subset, repeats):
     per = t_s / subset
     ours = fit.r2[idx]
     return {
-        "curves": n, "steps": T, "first_call_s": first, "median_s": med, "repeats": times, "compile_s_est": first - med,
+        "curves": n, "steps": T, "first_call_s": timing.first_s, "median_s": timing.median_s,
+        "repeats": list(timing.walls), "compile_s_est": timing.compile_s,
         "frac_ok": float(ok), "median_rel_err_zeta": float(np.median(rel)),
         "scipy_subset": subset, "scipy_per_curve_s": per, "scipy_extrapolated_s": per * n, "scipy_failures": fails,
         "r2_ours_ge_scipy": float(np.nanmean(ours >= np.asarray(r2_s) - 1e-6)),
@@ -128,6 +123,7 @@ def main(argv=None) -> int:
     ap.add_argument("--append", action="store_true", help="append a section to benchmarks/RESULTS.md")
     args = ap.parse_args(argv)
     jax.config.update("jax_enable_x64", True)  # a script: float64, as in the tests
+    print(machine_line())
     load0 = os.getloadavg()[0]
     res = {}
     if not args.skip_lsq:

@@ -29,6 +29,8 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _timing import machine_line, timing_of  # noqa: E402
+
 ARCH = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=40)
 B, G, NEW = 8, 8, 14
@@ -51,12 +53,13 @@ def bench_grpojax(steps: int, warmup: int) -> dict:
     times = [r["timing_s/step"] for r in recs if r["step"] >= 1]
     roll = [r["timing_s/rollout"] for r in recs if r["step"] >= 1]
     upd = [r["timing_s/update"] for r in recs if r["step"] >= 1]
+    step = timing_of(times[warmup:])
     return {
         "build_s": build, "first_steps_s": times[:warmup],
-        "median_step_s": statistics.median(times[warmup:]), "min_step_s": min(times[warmup:]),
-        "median_rollout_s": statistics.median(roll[warmup:]), "median_update_s": statistics.median(upd[warmup:]),
+        "median_step_s": step.median_s, "min_step_s": step.min_s,
+        "median_rollout_s": timing_of(roll[warmup:]).median_s, "median_update_s": timing_of(upd[warmup:]).median_s,
         "response_length": statistics.mean(r["response_length"] for r in recs if "response_length" in r),
-        "n": len(times[warmup:]),
+        "n": len(step.walls),
     }
 
 
@@ -110,8 +113,9 @@ def bench_trl(steps: int, warmup: int) -> dict:
         build = time.perf_counter() - t0
         trainer.train()
     times = [stamps[i + 1] - stamps[i] for i in range(0, len(stamps) - 1, 2)]
-    return {"build_s": build, "first_steps_s": times[:warmup], "median_step_s": statistics.median(times[warmup:]),
-            "min_step_s": min(times[warmup:]), "n": len(times[warmup:])}
+    step = timing_of(times[warmup:])
+    return {"build_s": build, "first_steps_s": times[:warmup], "median_step_s": step.median_s,
+            "min_step_s": step.min_s, "n": len(step.walls)}
 
 
 def main(argv=None) -> int:
@@ -121,11 +125,13 @@ def main(argv=None) -> int:
     ap.add_argument("--no-trl", action="store_true")
     ap.add_argument("--write", action="store_true", help="append a section to benchmarks/RESULTS.md")
     args = ap.parse_args(argv)
+    print(machine_line(), flush=True)
     res = {"grpojax": bench_grpojax(args.steps, args.warmup)}
     print("grpojax", json.dumps(res["grpojax"]), flush=True)
     if not args.no_trl:
         res["trl"] = bench_trl(args.steps, args.warmup)
         print("trl", json.dumps(res["trl"]), flush=True)
+        print(machine_line(), flush=True)  # now with torch's thread count
     if args.write:
         import jax
         import trl

@@ -26,7 +26,6 @@ import json
 import os
 import pathlib
 import platform
-import statistics
 import time
 
 import jax
@@ -37,6 +36,8 @@ from flax import nnx
 from grpojax.lm import ModelConfig, generate, init_cache, init_model, left_pad_positions, load_pretrained
 from grpojax.lm._sampler import _generate_jit, bucket_length
 
+from _timing import machine_line, time_calls
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FIX = REPO / "tests" / "fixtures" / "lm"
 
@@ -45,16 +46,6 @@ QWEN2_0_5B = dict(
     num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0,
     rms_norm_eps=1e-6, tie_word_embeddings=True, eos_token_id=151645, pad_token_id=151643,
 )
-
-
-def _timeit(fn, repeats: int) -> tuple[float, float]:
-    fn()  # warm-up
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), min(ts)
 
 
 def _batch(vocab: int, B: int, P: int, seed: int = 0):
@@ -94,8 +85,9 @@ def bench_jax(model, tokens, mask, N: int, repeats: int) -> dict:
         jax.block_until_ready(out)
         assert int(out.lengths.min()) == N
 
-    t_pre, t_pre_min = _timeit(lambda: jax.block_until_ready(prefill(state, tb, mb)), repeats)
-    t_gen, t_gen_min = _timeit(run_gen, repeats)
+    t_pre = time_calls(lambda: prefill(state, tb, mb), repeats).median_s
+    gen = time_calls(run_gen, repeats)
+    t_gen, t_gen_min = gen.median_s, gen.min_s
     return dict(compile_s=compile_s, compile_cpu_s=compile_cpu_s, prefill_s=t_pre, generate_s=t_gen, generate_min_s=t_gen_min,
                 prefill_tok_s=B * P / t_pre, decode_tok_s=B * (N - 1) / max(t_gen - t_pre, 1e-9),
                 total_tok_s=B * N / t_gen)
@@ -123,8 +115,9 @@ def bench_torch(path: pathlib.Path, tokens, mask, N: int, repeats: int) -> dict 
                                  do_sample=False, pad_token_id=0)
         assert out.shape[1] == P + N
 
-    t_pre, _ = _timeit(prefill, repeats)
-    t_gen, t_gen_min = _timeit(gen, repeats)
+    t_pre = time_calls(prefill, repeats).median_s
+    timing = time_calls(gen, repeats)
+    t_gen, t_gen_min = timing.median_s, timing.min_s
     return dict(prefill_s=t_pre, generate_s=t_gen, generate_min_s=t_gen_min, prefill_tok_s=B * P / t_pre,
                 decode_tok_s=B * (N - 1) / max(t_gen - t_pre, 1e-9), total_tok_s=B * N / t_gen,
                 attn=model.config._attn_implementation, torch=torch.__version__, threads=torch.get_num_threads())
@@ -153,6 +146,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--json", type=pathlib.Path, default=None)
     args = ap.parse_args(argv)
     B, P, N = args.batch, args.prompt, args.new
+    print(machine_line())
     results: dict = {"batch": B, "prompt": P, "new_tokens": N, "repeats": args.repeats,
                      "jax": jax.__version__, "backend": jax.default_backend(), "machine": platform.processor(),
                      "cpus": os.cpu_count(), "loadavg_start": os.getloadavg()}

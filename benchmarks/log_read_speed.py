@@ -20,12 +20,12 @@ import csv
 import json
 import math
 import os
-import statistics
 import tempfile
-import time
 import warnings
 
 import numpy as np
+
+from _timing import machine_line, time_calls
 
 
 def _trl_row(s: int) -> dict:
@@ -174,17 +174,6 @@ WRITERS = {
 }
 
 
-def _median_time(fn, repeats: int) -> tuple[float, float]:
-    """Median wall and median CPU (process) seconds of ``repeats`` calls."""
-    ws, cs = [], []
-    for _ in range(repeats):
-        t, c = time.perf_counter(), time.process_time()
-        fn()
-        ws.append(time.perf_counter() - t)
-        cs.append(time.process_time() - c)
-    return statistics.median(ws), statistics.median(cs)
-
-
 def main(argv=None) -> int:
     from grpojax.logs import read_logs
 
@@ -193,7 +182,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--formats", nargs="*", default=list(WRITERS))
     args = ap.parse_args(argv)
-    print(f"# {args.steps} steps, median of {args.repeats}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"# {args.steps} steps, median of {args.repeats}; {machine_line()}")
     print(
         f"{'format':<16}{'MB':>7}{'read wall s':>12}{'read CPU s':>11}{'bare wall s':>12}{'bare CPU s':>11}"
         f"{'steps':>8}{'cols':>6}  CPU < 5 s?"
@@ -215,8 +204,9 @@ def main(argv=None) -> int:
                     warnings.simplefilter("ignore")
                     runs = read_logs(p)
 
-            t, tc = _median_time(go, args.repeats)
-            b, bc = _median_time(lambda: _bare(fmt, p), args.repeats)
+            read = time_calls(go, args.repeats, first=False)
+            bare = time_calls(lambda: _bare(fmt, p), args.repeats, first=False)
+            t, tc, b, bc = read.median_s, read.cpu_median_s, bare.median_s, bare.cpu_median_s
             r = runs[0]
             assert np.count_nonzero(~np.isnan(r.columns["reward_mean"])) == args.steps
             worst = max(worst, tc)

@@ -20,27 +20,12 @@ second from the median wall time. The machine is shared: the load average is pri
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import time
+import itertools
 from types import SimpleNamespace
 
 import jax
 
-
-def _timed(fn, repeats):
-    t, c = time.perf_counter(), time.process_time()
-    jax.block_until_ready(fn(0))
-    first = time.perf_counter() - t
-    walls, cpus = [], []
-    for r in range(repeats):
-        t, c = time.perf_counter(), time.process_time()
-        jax.block_until_ready(fn(r + 1))
-        walls.append(time.perf_counter() - t)
-        cpus.append(time.process_time() - c)
-    med = statistics.median(walls)
-    return dict(first_s=first, compile_s=max(first - med, 0.0), median_s=med, min_s=min(walls),
-                cpu_median_s=statistics.median(cpus))
+from _timing import machine_line, time_calls
 
 
 def main(argv=None) -> int:
@@ -88,13 +73,13 @@ def main(argv=None) -> int:
         "lax.scan EM (hand-written)": lambda r: scan_em(jr.key(r)),
         "exact sampler": lambda r: sde.sample_exact(p, dt * np.arange(1, steps + 1), key=jr.key(r), n_paths=n),
     }
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"{n} paths × {steps} steps, dtype {dtype}, load average {load:.1f}, devices {jax.devices()}")
+    print(f"{n} paths × {steps} steps, dtype {dtype}; {machine_line()}")
     results = {}
     for name, fn in engines.items():
         if name in args.skip:
             continue
-        r = _timed(fn, args.slow_repeats if "Virtual" in name else args.repeats)
+        seeds = itertools.count()  # a fresh key for every call
+        r = time_calls(lambda: fn(next(seeds)), args.slow_repeats if "Virtual" in name else args.repeats).as_dict()
         r["path_steps_per_s"] = n * steps / r["median_s"]
         results[name] = r
         print(f"{name:38s} compile {r['compile_s']:6.2f} s | median {r['median_s']:7.3f} s (min {r['min_s']:.3f}, "
