@@ -1,7 +1,8 @@
 """``grpojax reproduce``: run every experiment and write ``report.md`` (claims of the paper, verdicts, figures).
 
 Each experiment is a script ``experiments/<name>.py`` with ``--quick`` and ``--out DIR`` that writes
-``summary.json`` (``claims`` rows: claim, paper, measured, verdict; ``figures``) and PNG figures. They run
+``summary.json`` (``claims`` rows: claim, paper, measured, verdict; ``figures``) and PNG figures, through
+the experiment harness :mod:`grpojax._experiment`. They run
 as subprocesses (two at a time by default, so one experiment's failure or memory cannot take the report
 down); the report lists every claim and links every figure, and says plainly which experiments failed.
 """
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import time
 
+from grpojax._experiment import SUMMARY_FILE
 from grpojax.cli._common import CLIError, console, out_dir, progress, write_json
 
 EXPERIMENTS = (
@@ -71,7 +73,7 @@ def _run_one(script: pathlib.Path, out: pathlib.Path, quick: bool) -> dict:
     with open(out / "log.txt", "w") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=script.parents[1])
     seconds = time.perf_counter() - t0
-    summary_path = out / "summary.json"
+    summary_path = out / SUMMARY_FILE
     summary = None
     if summary_path.exists():
         try:
