@@ -1,4 +1,4 @@
-"""Speed of grpojax.fit (issue 5): vmapped LM point fits vs scipy.optimize.curve_fit, and NUTS.
+"""Speed of grpojax.fit: vmapped LM point fits vs scipy.optimize.curve_fit, and NUTS.
 
 1. ``N`` curves (default 10,000 × 200 steps, three-phase + noise) point-fitted by
    :func:`grpojax.fit.fit_laws_batched` in one call (compile reported separately: first call minus
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
 
 
 def _append(res, args, loads):
-    lines = ["", "## fit_speed (issue 5: grpojax.fit)", "",
+    lines = ["", "## fit_speed (grpojax.fit)", "",
              f"Command: `python benchmarks/fit_speed.py --curves {args.curves} --steps {args.steps} --scipy-subset "
              f"{args.scipy_subset} --repeats {args.repeats}{' --skip-nuts' if args.skip_nuts else ''}"
              f"{' --skip-lsq' if args.skip_lsq else ''} --append`",

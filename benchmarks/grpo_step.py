@@ -138,7 +138,7 @@ def main(argv=None) -> int:
 
         g = res["grpojax"]
         lines = [
-            "", "## grpo_step (issue 8): seconds per GRPO step, grpojax vs TRL GRPOTrainer", "",
+            "", "## grpo_step: seconds per GRPO step, grpojax vs TRL GRPOTrainer", "",
             f"Command: `python benchmarks/grpo_step.py --steps {args.steps} --warmup {args.warmup} --write` "
             f"({datetime.date.today()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
             f"jax {jax.__version__}, trl {trl.__version__}; the machine was shared with other engineers' jobs, "

@@ -7,7 +7,7 @@ real verl run; TRL: the ~25 of a modern GRPOTrainer row; eval every 50 steps) is
 temporary folder, then read ``--repeats`` times; the median wall time is reported next to a
 same-run baseline: the bare parse of the same file with the standard library alone
 (``json.load``, ``json.loads`` per line, ``csv.reader``, ``str.split``), i.e. the cost of
-reading the bytes without building the table. Acceptance (issue 6): < 5 s per 100,000-step log.
+reading the bytes without building the table. Acceptance: < 5 s per 100,000-step log.
 The verdict uses the CPU (process) time, which equals the wall time on an idle machine; on the
 shared 2-core development machine the wall time is inflated by the other jobs (the load average
 is printed), so both are reported.
