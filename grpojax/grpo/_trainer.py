@@ -44,6 +44,7 @@ from grpojax.grpo._advantages import group_advantages
 from grpojax.grpo._arith import arith_problems
 from grpojax.grpo._checkpoint import CheckpointStore
 from grpojax.grpo._data import Problem, format_prompt, load_jsonl, sample_batch, split_heldout
+from grpojax.grpo._logging import read_jsonl_metrics
 from grpojax.grpo._optim import build_optimizer
 from grpojax.grpo._rewards import score_completions
 from grpojax.grpo._step import RolloutBatch, make_grpo_update, make_logprob_fn, make_sft_update
@@ -458,6 +459,15 @@ class GRPOTrainer:
             return {}
         return old if isinstance(old, dict) else {}
 
+    def _warmstart_summary(self) -> dict:
+        """The warm start's summary rebuilt from ``warmstart.jsonl`` (a run killed before writing its summary)."""
+        path = self.out / "warmstart.jsonl"
+        recs = [r for r in read_jsonl_metrics(path) if "sft_loss" in r] if path.is_file() else []
+        if not recs:
+            return {}
+        return {"sft_loss_first": recs[0]["sft_loss"], "sft_loss_last": recs[-1]["sft_loss"],
+                "truncated_targets": int(recs[-1].get("truncated_targets", 0))}
+
     def _train_locked(self, plan: RunPlan, *, stop_after, show_progress, warn) -> dict:
         cfg = self.cfg
         log_path = self.out / "metrics.jsonl"
@@ -491,9 +501,13 @@ class GRPOTrainer:
             raise
         summary: dict[str, Any] = {"warmstart": {}}
         if resumed:
-            summary = {k: v for k, v in old.items() if k not in ("last_step", "status")}
-            summary["evals"] = [e for e in old.get("evals", []) if e[0] <= start]
-            summary.setdefault("warmstart", {})
+            summary = {k: v for k, v in old.items()
+                       if k not in ("last_step", "status", "nonfinite_step", "last_good_checkpoint")}
+            # the log (cut back to the checkpoint) is the record of what happened, also for a killed run
+            summary["evals"] = [[r["step"], r["eval_reward"]] for r in read_jsonl_metrics(log_path)
+                                if "eval_reward" in r]
+            if not summary.get("warmstart"):
+                summary["warmstart"] = self._warmstart_summary()
             summary["resumed_from"] = start
             summary["resumes"] = list(old.get("resumes", [])) + [
                 {"from_step": start, "config_changes": {k: [o, n] for k, (o, n) in plan.changes.items()}}
@@ -515,6 +529,7 @@ class GRPOTrainer:
                 logger.write(0, rec)
                 if rec:
                     evals.append((0, rec["eval_reward"]))
+                write_json(self.out, "summary.json", dict(summary, last_step=0, status="running"))
                 if cfg.checkpoint.at_start:
                     store.save(0, self.state(), {"phase": "post_warmstart"})
             task = bar.add_task("GRPO", total=cfg.steps, completed=start) if bar else None

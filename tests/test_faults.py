@@ -1,0 +1,509 @@
+"""Fault injection for `grpojax train` and the GRPO trainer: every fault users found, reproduced.
+
+Each CLI case asserts the exit status, that stderr is exactly one line without a traceback, and that
+nothing outside the run's own output changed (the user's config and any other run folder are hashed
+before and after). Checkpoint faults are injected on disk: truncated files, flipped bits, a save cut
+short, a kill -9 during training. The fast cases train at most a few steps of a tiny model (one
+compiled update shared by all); the kill -9 and concurrent-run cases are ``slow``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import yaml
+
+import grpojax.grpo._trainer as trainer_mod
+from grpojax.cli import main
+from grpojax.grpo import CheckpointError, CheckpointStore, RunLock, read_jsonl_metrics, save_config
+from grpojax.grpo._checkpoint import CHECKSUM_FILE
+
+from test_grpo_trainer import _length_parity_score, _metrics, tiny_config  # noqa: E402
+
+TESTS = pathlib.Path(__file__).resolve().parent
+REPO = TESTS.parent
+# a tiny run: 2 GRPO steps, a checkpoint after each, small eval; one compiled update for every fast case
+FAST = ("steps=2", "warmstart.steps=0", "grpo.k_ref=1", "eval.n=4", "eval.every=2", "checkpoint.every=1",
+        "checkpoint.keep=2")
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def tree_hash(path: pathlib.Path) -> dict[str, str]:
+    """``{relative path: sha256}`` of every file under ``path`` (or of ``path`` itself)."""
+    path = pathlib.Path(path)
+    if path.is_file():
+        return {".": hashlib.sha256(path.read_bytes()).hexdigest()}
+    return {str(f.relative_to(path)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(path.rglob("*")) if f.is_file()}
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    rc = main(["train", *argv, "--quiet"])
+    return rc, capsys.readouterr().err
+
+
+def one_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def user_config(tmp_path: pathlib.Path, *extra: str, name: str = "user.yaml") -> pathlib.Path:
+    """A user's config file (with a comment, which a rewrite would lose)."""
+    path = tmp_path / name
+    save_config(tiny_config(*FAST, *extra), path)
+    path.write_text("# my tiny run: keep this comment\n" + path.read_text())
+    return path
+
+
+@pytest.fixture
+def parity(monkeypatch):
+    """Reward completion-length parity (an untrained model is never correct: all advantages would be 0)."""
+    monkeypatch.setattr(trainer_mod, "score_completions", _length_parity_score)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished 2-step run made by the CLI (checkpoints at steps 1 and 2) and its user config."""
+    base = tmp_path_factory.mktemp("finished")
+    cfg = user_config(base)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(trainer_mod, "score_completions", _length_parity_score)
+        assert main(["train", "--config", str(cfg), "--out", str(base / "run"), "--quiet"]) == 0
+    return base / "run", cfg
+
+
+@pytest.fixture
+def run_copy(finished, tmp_path):
+    """A private copy of the finished run (with the user's config next to it), plus a bystander run."""
+    src, cfg = finished
+    run = tmp_path / "run"
+    shutil.copytree(src, run)
+    (run / ".lock").unlink(missing_ok=True)
+    shutil.copy(cfg, tmp_path / "user.yaml")
+    other = tmp_path / "other-run"
+    shutil.copytree(src, other)
+    return run, tmp_path / "user.yaml", other
+
+
+def _data_file(folder: pathlib.Path) -> pathlib.Path:
+    """The largest file orbax wrote for a checkpoint (array data)."""
+    files = [f for f in folder.rglob("*") if f.is_file() and f.name != CHECKSUM_FILE]
+    return max(files, key=lambda f: f.stat().st_size)
+
+
+# ------------------------------------------------------------------------- output folder and lock faults
+def test_out_is_an_existing_file(tmp_path, capsys):
+    cfg = user_config(tmp_path)
+    target = tmp_path / "results.txt"
+    target.write_text("precious\n")
+    before = tree_hash(tmp_path)
+    rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(target))
+    assert rc == 2 and "is a file, not a folder" in one_line(err) and str(target) in err
+    assert tree_hash(tmp_path) == before
+
+
+def test_out_is_dev_null(tmp_path, capsys):
+    cfg = user_config(tmp_path)
+    before = tree_hash(tmp_path)
+    rc, err = run_cli(capsys, "--config", str(cfg), "--out", "/dev/null")
+    assert rc == 2 and "/dev/null is a character device, not a folder" in one_line(err)
+    rc, err = run_cli(capsys, "--config", str(cfg), "--out", "/dev/null/run")
+    assert rc == 2 and "not a folder" in one_line(err)
+    assert tree_hash(tmp_path) == before
+
+
+def test_second_run_into_a_locked_folder_fails_at_once(tmp_path, capsys):
+    cfg = user_config(tmp_path)
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, f'{os.getpid()}\\n'.encode())\n"
+         "print('locked', flush=True); time.sleep(60)", str(out / ".lock")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = tree_hash(tmp_path)
+        t0 = time.perf_counter()
+        rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(out))
+        assert time.perf_counter() - t0 < 10  # at once: before building a model
+        line = one_line(err)
+        assert rc == 2 and f"{out} is in use by another run (pid {holder.pid})" in line
+        assert tree_hash(tmp_path) == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / ".lock").write_text(f"{dead.pid}\n")
+    with RunLock(tmp_path):
+        assert (tmp_path / ".lock").read_text().strip() == str(os.getpid())
+        with RunLock(tmp_path):  # re-entrant in one process
+            pass
+    # and released: another process can take it now
+    proc = subprocess.run([sys.executable, "-c", "import fcntl, os, sys\n"
+                           "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+                           "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)", str(tmp_path / ".lock")])
+    assert proc.returncode == 0
+
+
+def test_folder_holding_another_run_is_refused(run_copy, capsys):
+    run, cfg, other = run_copy
+    before = {"run": tree_hash(run), "cfg": tree_hash(cfg), "other": tree_hash(other)}
+    new_cfg = user_config(cfg.parent, "optim.lr=0.02", "grpo.group_size=2", name="new.yaml")
+    rc, err = run_cli(capsys, "--config", str(new_cfg), "--out", str(run))
+    line = one_line(err)
+    assert rc == 2 and "holds a run with a different config" in line
+    assert "optim.lr: 0.01 -> 0.02" in line and "grpo.group_size: 4 -> 2" in line and "--overwrite" in line
+    rc, err = run_cli(capsys, "--config", str(new_cfg), "--out", str(run), "--resume")
+    assert rc == 2 and "optim.lr: 0.01 -> 0.02" in one_line(err)
+    after = {"run": tree_hash(run), "cfg": tree_hash(cfg), "other": tree_hash(other)}
+    assert after == before
+
+
+def test_folder_with_run_files_but_no_config_is_refused(tmp_path, capsys):
+    cfg = user_config(tmp_path)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "metrics.jsonl").write_text('{"step": 0, "reward_mean": 0.5}\n')
+    (out / "notes.txt").write_text("mine\n")
+    before = tree_hash(tmp_path)
+    rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(out))
+    assert rc == 2 and "no readable config.yaml" in one_line(err)
+    assert tree_hash(tmp_path) == before
+
+
+def test_resume_of_nothing_is_refused(tmp_path, capsys):
+    cfg = user_config(tmp_path)
+    before = tree_hash(tmp_path)
+    rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(tmp_path / "empty"), "--resume")
+    assert rc == 2 and "holds no run to resume" in one_line(err)
+    assert tree_hash(tmp_path) == before and not (tmp_path / "empty").exists()
+
+
+def test_config_inside_out_is_never_rewritten(run_copy, capsys, parity):
+    run, _, other = run_copy
+    own = run / "config.yaml"
+    own.write_text("# my comments\n" + own.read_text())  # the user keeps the config in the run folder
+    before = {"own": tree_hash(own), "other": tree_hash(other)}
+    rc, err = run_cli(capsys, "--config", str(own), "--out", str(run), "--set", "optim.lr=0.02")
+    assert rc == 2 and "is the run's own config.yaml" in one_line(err)
+    rc, err = run_cli(capsys, "--config", str(own), "--out", str(run))  # finished: nothing to do
+    assert rc == 0 and "Traceback" not in err
+    assert {"own": tree_hash(own), "other": tree_hash(other)} == before
+
+
+def test_overwrite_deletes_only_the_runs_own_files(run_copy, capsys, parity):
+    run, cfg, other = run_copy
+    (run / "notes.txt").write_text("mine\n")
+    (run / "data").mkdir()
+    (run / "data" / "x.jsonl").write_text("{}\n")
+    (run / "checkpoints-corrupt" / "7").mkdir(parents=True)
+    before = {"cfg": tree_hash(cfg), "other": tree_hash(other), "notes": tree_hash(run / "notes.txt"),
+              "data": tree_hash(run / "data")}
+    new_cfg = user_config(cfg.parent, "seed=1", name="new.yaml")  # (same compiled update: a fast test)
+    rc, err = run_cli(capsys, "--config", str(new_cfg), "--out", str(run), "--overwrite")
+    assert rc == 0, err
+    assert {"cfg": tree_hash(cfg), "other": tree_hash(other), "notes": tree_hash(run / "notes.txt"),
+            "data": tree_hash(run / "data")} == before
+    assert not (run / "checkpoints-corrupt").exists()
+    assert [r["step"] for r in read_jsonl_metrics(run / "metrics.jsonl")] == [0, 1, 2]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["last_step"] == 2 and "resumed_from" not in summary
+    assert yaml.safe_load((run / "config.yaml").read_text())["seed"] == 1
+
+
+# ------------------------------------------------------------------------------------ config faults
+@pytest.mark.parametrize(
+    "override, status, expected",
+    [
+        ("steps=", 2, "steps has no value"),
+        ("steps=[1,", 2, "the value of steps is invalid YAML"),
+        ("grpo.k_ref: 2", 2, "expected KEY=VALUE"),
+        ("model.hidden_size=0", 2, "model.hidden_size=0; expected >= 1"),
+        ("model.hidden_size=15", 2, "model.hidden_size=15 is not divisible by model.num_attention_heads=2"),
+        ("optim.lr=.inf", 2, "optim.lr=inf; expected a finite number"),
+        ("optim.lr=.nan", 2, "optim.lr=nan; expected a finite number"),
+        ("optim.lr=0", 2, "optim.lr=0.0; expected a finite number > 0"),
+        ('model.tie_word_embeddings="no"', 2, "model.tie_word_embeddings='no'; expected a YAML boolean"),
+        ("checkpoint.keep=0", 2, "checkpoint.keep=0; expected >= 1"),
+        ("steps=2.5", 2, "steps=2.5; expected an integer"),
+    ],
+)
+def test_bad_set_values_are_one_line_errors(tmp_path, capsys, override, status, expected):
+    cfg = user_config(tmp_path)
+    before = tree_hash(tmp_path)
+    rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(tmp_path / "run"), "--set", override)
+    assert rc == status and expected in one_line(err)
+    assert tree_hash(tmp_path) == before  # nothing written, not even the run folder
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("model:\n  tie_word_embeddings: \"no\"\n", "model.tie_word_embeddings='no'; expected a YAML boolean"),
+        ("steps: [1, 2\nname: x\n", "invalid YAML at line 2"),
+        ("checkpoint:\n  keep: 0\n", "checkpoint.keep=0; expected >= 1"),
+        ("optim:\n  lr: .inf\n", "optim.lr=inf; expected a finite number"),
+        ("model:\n  hidden_size: 0\n", "model.hidden_size=0; expected >= 1"),
+        ("- just\n- a list\n", "expected a mapping"),
+    ],
+)
+def test_bad_config_files_are_one_line_errors(tmp_path, capsys, text, expected):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(text)
+    before = tree_hash(tmp_path)
+    rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(tmp_path / "run"))
+    line = one_line(err)
+    assert rc == 2 and expected in line and str(cfg) in line
+    assert tree_hash(tmp_path) == before
+
+
+# ---------------------------------------------------------------------------------- checkpoint faults
+def _state(k: float) -> dict:
+    return {"w": jnp.arange(64, dtype=jnp.float32) * k, "m": jnp.ones((4, 4), jnp.float32) * k,
+            "count": jnp.asarray(int(k), jnp.int32)}
+
+
+@pytest.fixture
+def store3(tmp_path):
+    store = CheckpointStore(tmp_path / "checkpoints", keep=3)
+    for k in (1, 2, 3):
+        store.save(k, _state(k), {"phase": "grpo"})
+    yield store
+    store.close()
+
+
+def _truncate(store, step):
+    f = _data_file(store.path(step))
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    return "truncated"
+
+
+def _flip_bit(store, step):
+    f = _data_file(store.path(step))
+    b = bytearray(f.read_bytes())
+    b[len(b) // 2] ^= 0x10
+    f.write_bytes(bytes(b))
+    return "SHA-256"
+
+
+def _unfinished(store, step):
+    (store.path(step) / CHECKSUM_FILE).unlink()  # killed between orbax's write and the checksums
+    return "the save did not finish"
+
+
+def _missing(store, step):
+    _data_file(store.path(step)).unlink()
+    return "missing"
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_bit, _unfinished, _missing])
+def test_corrupt_latest_checkpoint_falls_back(store3, damage):
+    reason = damage(store3, 3)
+    state, meta, skipped = store3.restore_valid(_state(0))
+    assert meta["step"] == 2
+    np.testing.assert_array_equal(np.asarray(state["w"]), np.arange(64) * 2.0)
+    assert [s.step for s in skipped] == [3] and reason in skipped[0].reason
+    assert skipped[0].moved_to.is_dir() and store3.all_steps() == [1, 2]
+    with pytest.raises(CheckpointError, match="is corrupt"):
+        damage(store3, 2)
+        store3.restore(_state(0), 2)
+
+
+def test_all_checkpoints_corrupt_is_an_error_that_moves_nothing(store3):
+    for s in (1, 2, 3):
+        _flip_bit(store3, s)
+    with pytest.raises(CheckpointError, match=r"no valid checkpoint .*step 3: .*step 2: .*step 1: "):
+        store3.restore_valid(_state(0))
+    assert store3.all_steps() == [1, 2, 3]
+
+
+def test_checkpoint_of_another_model_is_not_a_fallback(store3):
+    with pytest.raises(CheckpointError, match="different model"):
+        store3.restore_valid({"w": jnp.zeros(64, jnp.float32)})
+    assert store3.all_steps() == [1, 2, 3]
+
+
+def test_nonfinite_save_never_evicts_the_newest_clean_checkpoint(tmp_path):
+    store = CheckpointStore(tmp_path / "checkpoints", keep=1)
+    store.save(2, _state(2), {"phase": "grpo"})
+    store.save(3, _state(3), {"phase": "nonfinite", "bad_step": 4})
+    store.save(5, _state(5), {"phase": "nonfinite", "bad_step": 6})
+    assert store.all_steps() == [2, 5]
+    store.save(6, _state(6), {"phase": "grpo"})
+    assert store.all_steps() == [6]
+    store.close()
+
+
+def test_keep_zero_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="keep=0; expected an integer >= 1"):
+        CheckpointStore(tmp_path, keep=0)
+
+
+# --------------------------------------------------------------------------- faults of a real run
+def test_rerun_of_a_finished_run_keeps_its_summary(run_copy, capsys, parity):
+    run, cfg, other = run_copy
+    summary0 = json.loads((run / "summary.json").read_text())
+    assert summary0["last_step"] == 2 and summary0["status"] == "done" and len(summary0["evals"]) == 2
+    before = {"cfg": tree_hash(cfg), "other": tree_hash(other), "metrics": tree_hash(run / "metrics.jsonl"),
+              "ckpt": tree_hash(run / "checkpoints")}
+    rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(run))
+    assert rc == 0 and "Traceback" not in err
+    after = {"cfg": tree_hash(cfg), "other": tree_hash(other), "metrics": tree_hash(run / "metrics.jsonl"),
+             "ckpt": tree_hash(run / "checkpoints")}
+    assert after == before
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["evals"] == summary0["evals"] and summary["last_step"] == 2 and summary["resumed_from"] == 2
+    assert summary["warmstart"] == summary0["warmstart"]
+
+
+def test_truncated_checkpoint_of_a_run_falls_back_with_a_warning(run_copy, capsys, parity):
+    run, cfg, other = run_copy
+    f = _data_file(run / "checkpoints" / "2")
+    f.write_bytes(f.read_bytes()[:10])
+    before = {"cfg": tree_hash(cfg), "other": tree_hash(other)}
+    rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(run))
+    assert rc == 0, err
+    line = one_line(err)
+    assert "warning: checkpoint step 2 skipped" in line and "truncated" in line and "resuming from checkpoint step 1" in line
+    assert {"cfg": tree_hash(cfg), "other": tree_hash(other)} == before
+    assert (run / "checkpoints-corrupt" / "2").is_dir()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["resumed_from"] == 1 and summary["last_step"] == 2
+    assert [r["step"] for r in read_jsonl_metrics(run / "metrics.jsonl")] == [0, 1, 2]
+
+
+def test_nonfinite_loss_is_a_one_line_error_naming_the_last_good_checkpoint(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(trainer_mod, "group_advantages", lambda r, mode, eps: np.full(r.shape, np.nan, np.float32))
+    cfg = user_config(tmp_path)
+    before = tree_hash(cfg)
+    out = tmp_path / "run"
+    rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(out))
+    line = one_line(err)
+    assert rc == 1
+    assert "non-finite loss or gradient at step 1" in line and f"{out / 'checkpoints' / '0'}" in line
+    assert tree_hash(cfg) == before
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "nonfinite" and summary["nonfinite_step"] == 1
+
+
+def test_resume_with_a_changed_config_is_recorded(run_copy, capsys, parity):
+    run, cfg, other = run_copy
+    shutil.rmtree(run / "checkpoints" / "2")  # as if stopped after step 1 (keeps the compiled update: fast)
+    old_config = (run / "config.yaml").read_text()
+    new_cfg = user_config(cfg.parent, "eval.every=1", name="new.yaml")
+    before = {"cfg": tree_hash(cfg), "new": tree_hash(new_cfg), "other": tree_hash(other)}
+    rc, err = run_cli(capsys, "--config", str(new_cfg), "--out", str(run), "--allow-config-change")
+    assert rc == 0, err
+    assert {"cfg": tree_hash(cfg), "new": tree_hash(new_cfg), "other": tree_hash(other)} == before
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["resumes"][-1] == {"from_step": 1, "config_changes": {"eval.every": [2, 1]}}
+    assert (run / "config.before-step-1.yaml").read_text() == old_config
+    assert yaml.safe_load((run / "config.yaml").read_text())["eval"]["every"] == 1
+    recs = read_jsonl_metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in recs] == [0, 1, 2] and "eval_reward" in recs[2]
+
+
+# ----------------------------------------------------------------------------- slow: kills, races
+CHILD = """
+import os, sys, time
+sys.path.insert(0, {tests!r})
+import jax
+jax.config.update("jax_enable_x64", True)
+import grpojax.grpo._trainer as trainer_mod
+from grpojax.grpo._checkpoint import CheckpointStore
+from test_grpo_trainer import _length_parity_score
+trainer_mod.score_completions = _length_parity_score
+stall_after = int(os.environ.get("STALL_AFTER_CHECKPOINT", "-1"))
+save = CheckpointStore.save
+def stalling_save(self, step, *a, **k):
+    path = save(self, step, *a, **k)
+    if step == stall_after:
+        print("stalled", flush=True)
+        time.sleep(600)
+    return path
+CheckpointStore.save = stalling_save
+from grpojax.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _child(argv, *, stall_after: int = -1) -> subprocess.Popen:
+    env = dict(os.environ, JAX_PLATFORMS="cpu", STALL_AFTER_CHECKPOINT=str(stall_after))
+    return subprocess.Popen([sys.executable, "-c", CHILD.format(tests=str(TESTS)), "train", *argv, "--quiet"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+KILL = ("steps=5", "checkpoint.every=1", "checkpoint.keep=2", "eval.every=2")
+
+
+@pytest.mark.slow
+def test_kill9_then_corrupt_newest_checkpoint_then_resume_matches_uninterrupted(tmp_path, capsys, parity):
+    cfg = user_config(tmp_path, *KILL)
+    ref = tmp_path / "reference"
+    assert main(["train", "--config", str(cfg), "--out", str(ref), "--quiet"]) == 0
+    run = tmp_path / "run"
+    child = _child(["--config", str(cfg), "--out", str(run)], stall_after=4)
+    try:
+        assert child.stdout.readline().strip() == "stalled", child.stderr.read()
+        os.kill(child.pid, signal.SIGKILL)  # kill -9 during training, after checkpoint 4
+    finally:
+        child.kill()
+        child.wait()
+    assert sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == [3, 4]
+    assert (run / ".lock").read_text().strip() == str(child.pid)  # a stale lock of a dead process
+    f = _data_file(run / "checkpoints" / "4")
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 3])  # the newest checkpoint is truncated
+    before = tree_hash(cfg)
+    rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(run))
+    assert rc == 0, err
+    line = one_line(err)
+    assert "checkpoint step 4 skipped" in line and "resuming from checkpoint step 3" in line
+    assert tree_hash(cfg) == before
+    a, b = _metrics(ref / "metrics.jsonl"), _metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in a] == [0, 1, 2, 3, 4, 5] == [r["step"] for r in b]
+    for ra, rb in zip(a, b):
+        assert ra.keys() == rb.keys()
+        for k in ra:
+            np.testing.assert_allclose(rb[k], ra[k], rtol=1e-6, atol=1e-7, err_msg=f"step {ra['step']} {k}")
+    assert all(r["grad_norm"] > 0 for r in a[1:])  # the run actually learns something to compare
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (ref, run))
+    assert sb["evals"] == sa["evals"] and sb["last_step"] == 5 and sb["resumed_from"] == 3
+
+
+@pytest.mark.slow
+def test_two_real_runs_into_one_folder(tmp_path, parity):
+    cfg = user_config(tmp_path, *KILL)
+    run = tmp_path / "run"
+    first = _child(["--config", str(cfg), "--out", str(run)], stall_after=2)
+    try:
+        assert first.stdout.readline().strip() == "stalled", first.stderr.read()
+        second = _child(["--config", str(cfg), "--out", str(run)])
+        _, err = second.communicate(timeout=300)
+        assert second.returncode == 2
+        assert one_line(err) == f"grpojax train: error: {run} is in use by another run (pid {first.pid}); wait " \
+                                "for it to finish or choose another --out"
+        assert (run / "checkpoints" / "2" / CHECKSUM_FILE).is_file()
+    finally:
+        first.kill()
+        first.wait()
