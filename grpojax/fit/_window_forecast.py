@@ -1,0 +1,336 @@
+"""Forecast the mean reward over the last part of a run from a prefix, always with an interval.
+
+The question a user asks mid-run is "where will this run end up?": the mean reward over the last
+``window`` fraction of the planned steps (default the last 10%). :func:`forecast_window` answers it
+from the observations up to ``prefix`` of the step range with a point forecast and a predictive
+interval of that *window mean*: parameter uncertainty plus the noise of a mean of ``n`` correlated
+points (AR(1) residuals), never a bare number.
+
+Methods (``method=``):
+
+- ``"creep"`` (default): the fast-rise-plus-creep model of :mod:`grpojax.fit._creep`, posterior
+  predictive of the window mean. It reports only quantities a curve identifies (plateau ``p*``,
+  start level, fast rate ``λ_f = K_eff/C``, the creep's rate distribution, noise); the oscillator's
+  ``M``, ``C``, ``K_eff`` separately need the hyperparameters.
+- ``"persistence"``: the mean of the last ``window`` of the prefix; interval from the prefix's own
+  noise (the spread and lag-1 autocorrelation of those points), no trend.
+- ``"exponential"``, ``"sigmoid"``: least-squares laws (the sigmoid is ScaleRL's
+  ``R₀ + (A − R₀)/(1 + (t_mid/t)^B)`` in steps); interval by a moving-block residual bootstrap
+  (refits of the law on the fitted curve plus resampled residual blocks) plus the noise of the
+  window mean.
+
+Status (``WindowForecast.status``): ``"ok"``; ``"collapse"`` when the prefix falls after a peak
+beyond what its noise explains: the monotone model cannot forecast a collapse, so the interval is
+widened down to below the prefix's lowest level and the point forecast is the current level;
+``"misfit"`` when the end of the prefix departs upwards from the fit; ``"weak_posterior"`` when the
+importance sampler's effective sample size is small; for the laws, the least-squares status.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import numpy as np
+from scipy import stats
+
+from grpojax.fit._creep import MIN_CREEP_POINTS, fit_creep_batched
+from grpojax.fit._data import noise_variance
+
+METHODS = ("creep", "persistence", "exponential", "sigmoid")
+"""Forecasting methods of :func:`forecast_window`."""
+
+WINDOW_STATUSES = ("ok", "collapse", "misfit", "weak_posterior", "not_converged", "no_learning")
+"""Values of :attr:`WindowForecast.status`."""
+
+_Z_FLAG = 3.0
+_MIN_ESS = 20.0
+_BOOT = 100
+_BLOCK = 5
+
+
+class WindowForecast(NamedTuple):
+    """Forecast of the mean reward over the final window of a run.
+
+    Attributes:
+        mean: point forecast of the window mean (the predictive median).
+        lo, hi: central ``level`` predictive interval of the window mean.
+        level: interval level.
+        method: one of :data:`METHODS`.
+        status: one of :data:`WINDOW_STATUSES` (see the module docstring).
+        prefix_end: last step used for the fit.
+        n_prefix: observations used.
+        window: ``(first, last)`` step of the target window.
+        n_window: observations the window mean averages over (logged, or implied by the prefix's cadence).
+        params: identifiable summaries ``{name: (median, lo, hi)}`` at ``level`` (creep only; empty
+            otherwise). Rewards in raw units, rates per step: ``p_star`` (plateau), ``y0`` (start
+            level), ``fast_rate`` (``K_eff/C`` of the fast prompts), ``fast_weight``, ``creep_k`` and
+            ``creep_theta`` (per-prompt rates ~ Gamma(k, θ)), ``noise_sd`` (marginal sd of one logged
+            value), ``noise_ar1``. ``M``, ``C`` and ``K_eff`` are not identifiable from a curve; ``M``
+            follows from the hyperparameters (``η``, ``μ``, ``K_ref``) when they are known.
+        band: ``{"steps", "lo", "median", "hi"}`` of the mean curve from the prefix start to the
+            window end (creep only; None otherwise).
+        ess: importance-sampling effective sample size (creep; NaN otherwise).
+    """
+
+    mean: float
+    lo: float
+    hi: float
+    level: float
+    method: str
+    status: str
+    prefix_end: float
+    n_prefix: int
+    window: tuple
+    n_window: int
+    params: dict
+    band: dict | None
+    ess: float
+
+
+def _mean_var_factor(n, rho):
+    """``Var(mean of n AR(1) points)/marginal variance`` (vectorised over ``rho``)."""
+    n = int(max(n, 1))
+    k = np.arange(1, n)
+    rho = np.asarray(rho, float)[..., None]
+    return (n + 2.0 * np.sum((n - k) * rho ** k, -1)) / n**2
+
+
+def _lag1(x):
+    x = np.asarray(x, float) - np.mean(x)
+    if x.size < 3 or not np.any(x):
+        return 0.0
+    return float(np.clip(np.sum(x[1:] * x[:-1]) / np.sum(x * x), 0.0, 0.95))
+
+
+def _series(run_or_curve, metric):
+    if hasattr(run_or_curve, "series"):
+        s, y = run_or_curve.series(metric)
+    else:
+        try:
+            s, y = run_or_curve
+        except (TypeError, ValueError):
+            raise ValueError(f"run_or_curve must be a RunLog or a (steps, values) pair, got {type(run_or_curve).__name__}")
+    s = np.asarray(s, float)
+    y = np.asarray(y, float)
+    if s.ndim != 1 or s.shape != y.shape:
+        raise ValueError(f"steps and values must be 1-d arrays of one shape, got {s.shape} and {y.shape}")
+    keep = np.isfinite(y) & np.isfinite(s)
+    return s[keep], y[keep]
+
+
+def _split(s, y, prefix, window, end_step):
+    """Prefix arrays, target window (first, last), the window's logged values (maybe empty), and n_window."""
+    if not 0.0 < float(prefix) < 1.0:
+        raise ValueError(f"prefix must be in (0, 1), got {prefix!r}")
+    if not 0.0 < float(window) < 1.0 - float(prefix) + 1e-12:
+        raise ValueError(f"window must be in (0, 1 - prefix], got {window!r} with prefix={prefix!r}")
+    if s.size and np.any(np.diff(s) <= 0):
+        raise ValueError("steps must be strictly increasing")
+    if s.size < 2:
+        raise ValueError(f"a curve needs at least {MIN_CREEP_POINTS} finite points, got {s.size}")
+    t0 = float(s[0])
+    end = float(s[-1]) if end_step is None else float(end_step)
+    if not end > t0:
+        raise ValueError(f"end_step must be after the first step {t0:g}, got {end_step!r}")
+    span = end - t0
+    cut = t0 + prefix * span
+    w0 = end - window * span
+    pre = s <= cut
+    n_pre = int(pre.sum())
+    if n_pre < MIN_CREEP_POINTS:
+        raise ValueError(f"the prefix {prefix:g} holds {n_pre} finite points; at least {MIN_CREEP_POINTS} are needed")
+    in_w = (s > w0) & (s <= end)
+    if in_w.any():
+        n_w = int(in_w.sum())
+    else:
+        cadence = float(np.median(np.diff(s[pre])))
+        n_w = max(1, int(round((end - w0) / cadence)))
+    return s[pre], y[pre], (w0, end), y[in_w], n_w
+
+
+def _window_steps(prefix_steps, w, n_w):
+    return np.linspace(w[0] + (w[1] - w[0]) / n_w, w[1], n_w)
+
+
+def _q(x, level):
+    a = (1.0 - level) / 2.0
+    return float(np.quantile(x, 0.5)), float(np.quantile(x, a)), float(np.quantile(x, 1.0 - a))
+
+
+def _persistence(sp, yp, w, n_w, level, window_width):
+    last = yp[sp > sp[-1] - window_width]
+    if last.size < 3:
+        last = yp[-3:]
+    m = float(np.mean(last))
+    sd = float(np.std(last, ddof=1))
+    rho = _lag1(last)
+    se = sd * np.sqrt(_mean_var_factor(last.size, rho) + _mean_var_factor(n_w, rho))
+    z = stats.norm.ppf(0.5 + level / 2.0)
+    return m, m - z * se, m + z * se
+
+
+def _law(sp, yp, w, n_w, level, law, key):
+    from grpojax.fit._lsq import fit_law, fit_laws_batched  # noqa: PLC0415
+
+    ws = _window_steps(sp, w, n_w)
+    fit = fit_law(sp, yp, law)
+    if fit.status == "no_learning":
+        yhat = np.full(sp.shape, float(np.mean(yp)))
+        point = float(np.mean(yp))
+    else:
+        yhat = np.asarray(fit.predict(sp), float)
+        point = float(np.mean(fit.predict(ws)))
+    resid = yp - yhat
+    rho = _lag1(resid)
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel()[-1] if key is not None else 0)
+    n = sp.size
+    nb = int(np.ceil(n / _BLOCK))
+    starts = rng.integers(0, max(n - _BLOCK, 0) + 1, size=(_BOOT, nb))
+    idx = (starts[..., None] + np.arange(_BLOCK)).reshape(_BOOT, -1)[:, :n]
+    Y = yhat[None, :] + resid[idx]
+    bf = fit_laws_batched(sp, Y, law)
+    preds = np.asarray(bf.predict(ws), float).mean(-1)
+    flat = np.asarray(bf.status) == "no_learning"
+    preds = np.where(flat | ~np.isfinite(preds), Y.mean(-1), preds)
+    noise = np.std(resid, ddof=1) * np.sqrt(_mean_var_factor(n_w, rho))
+    draws = preds[:, None] + noise * rng.standard_normal((_BOOT, 20))
+    _, lo, hi = _q(draws.ravel(), level)
+    return point, lo, hi, str(fit.status)
+
+
+def _summaries(post, i, level):
+    s = post.samples
+    sc, c, span = post.scale[i], post.center[i], post.span[i]
+    nz = post.noise(i)
+    raw = {
+        "p_star": c + sc * s["p_star"][i],
+        "y0": c + sc * s["y0"][i],
+        "fast_rate": np.exp(s["log_rate"][i]) / span,
+        "fast_weight": s["w"][i],
+        "creep_k": np.exp(s["log_k"][i]),
+        "creep_theta": np.exp(s["log_theta"][i]) / span,
+        "noise_sd": nz["sd"],
+        "noise_ar1": nz["rho"],
+    }
+    return {k: _q(v, level) for k, v in raw.items()}
+
+
+def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key):
+    ws = _window_steps(sp, w, n_w)
+    curves = post.curve(i, ws)  # (draws, n_w)
+    nz = post.noise(i)
+    var_f = _mean_var_factor(n_w, nz["rho"])
+    rng = np.random.default_rng(int(np.asarray(jax.random.key_data(key)).ravel()[-1]))
+    pred = curves.mean(-1) + nz["sd"] * np.sqrt(var_f) * rng.standard_normal(curves.shape[0])
+    point, lo, hi = _q(pred, level)
+    band_steps = np.linspace(sp[0], w[1], 120)
+    bc = post.curve(i, band_steps)
+    a = (1.0 - level) / 2.0
+    band = {"steps": band_steps, "lo": np.quantile(bc, a, 0), "median": np.quantile(bc, 0.5, 0),
+            "hi": np.quantile(bc, 1.0 - a, 0)}
+    # does the end of the prefix depart from the fit?
+    fit_med = np.median(post.curve(i, sp), 0)
+    tail = sp >= sp[0] + 0.75 * (sp[-1] - sp[0])
+    r = yp[tail] - fit_med[tail]
+    sd = float(np.median(nz["sd"]))
+    se = sd * np.sqrt(_mean_var_factor(int(tail.sum()), float(np.median(nz["rho"]))))
+    z = float(np.mean(r) / se) if se > 0 else 0.0
+    status = "ok"
+    # collapse: the prefix falls after a peak and the (monotone) fit does not follow it down
+    n_last = max(3, int(round(0.1 * yp.size)))
+    k = max(3, int(round(0.05 * yp.size)))
+    smooth = np.convolve(yp, np.ones(k) / k, mode="valid")
+    last = float(np.mean(yp[-n_last:]))
+    sig = float(np.sqrt(noise_variance(yp)))
+    se_last = sig / np.sqrt(n_last)
+    drop = float(smooth.max() - last)
+    peaked = int(np.argmax(smooth)) < smooth.size - n_last
+    fit_above = float(np.mean(fit_med[-n_last:])) - last
+    if peaked and drop > max(0.3 * float(np.ptp(smooth)), 4.0 * se_last) and fit_above > 2.0 * se_last:
+        status = "collapse"
+    elif z > _Z_FLAG:
+        status = "misfit"
+    if status == "ok" and post.ess[i] < _MIN_ESS:
+        status = "weak_posterior"
+    if status == "collapse":
+        level_now = last
+        rng_y = float(np.max(yp) - np.min(yp))
+        point = level_now
+        lo = min(lo, float(np.min(yp)) - rng_y)
+        hi = max(level_now + 3.0 * se_last, level_now + 2.0 * se)
+    return point, lo, hi, status, band
+
+
+def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float = 0.9, method: str = "creep",
+                     metric: str = "reward_mean", end_steps=None, key=None, show_progress: bool = False
+                     ) -> list[WindowForecast]:
+    """:func:`forecast_window` for many curves at once (the creep posteriors are fitted in one batch).
+
+    Args:
+        curves: sequence of runs or ``(steps, values)`` pairs.
+        end_steps: None, or one planned last step per curve (None entries: the last logged step).
+        Other arguments: as :func:`forecast_window`.
+
+    Returns:
+        One :class:`WindowForecast` per curve, in order.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    curves = list(curves)
+    end_steps = [None] * len(curves) if end_steps is None else list(end_steps)
+    if len(end_steps) != len(curves):
+        raise ValueError(f"end_steps must have one entry per curve ({len(curves)}), got {len(end_steps)}")
+    key = jax.random.PRNGKey(0) if key is None else key
+    parts = []
+    for c, e in zip(curves, end_steps):
+        s, y = _series(c, metric)
+        parts.append(_split(s, y, prefix, window, e))
+    keys = jax.random.split(key, len(parts) + 1)
+    out = []
+    if method == "creep":
+        post = fit_creep_batched([(p[0], p[1]) for p in parts], key=keys[-1], show_progress=show_progress)
+    for i, (sp, yp, w, _, n_w) in enumerate(parts):
+        params, band, ess = {}, None, float("nan")
+        if method == "creep":
+            point, lo, hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, level, keys[i])
+            params, ess = _summaries(post, i, level), float(post.ess[i])
+        elif method == "persistence":
+            point, lo, hi = _persistence(sp, yp, w, n_w, level, w[1] - w[0])
+            status = "ok"
+        else:
+            point, lo, hi, status = _law(sp, yp, w, n_w, level, method, keys[i])
+        out.append(WindowForecast(float(point), float(lo), float(hi), float(level), method, status, float(sp[-1]),
+                                  int(sp.size), (float(w[0]), float(w[1])), int(n_w), params, band, ess))
+    return out
+
+
+def forecast_window(run_or_curve, *, prefix: float, window: float = 0.1, level: float = 0.9, method: str = "creep",
+                    metric: str = "reward_mean", end_step: float | None = None, key=None) -> WindowForecast:
+    """Forecast the mean reward over the final ``window`` of a run from its first ``prefix``.
+
+    The run spans ``[first step, end_step]`` (``end_step`` defaults to the last logged step: pass the
+    planned number of steps to forecast a run still in progress). The prefix is every observation
+    with ``step ≤ first + prefix·span``; the target is the mean over ``(end − window·span, end]``
+    (the logged points there, or as many as the prefix's logging cadence implies).
+
+    Args:
+        run_or_curve: a :class:`grpojax.logs.RunLog` (its ``metric`` column is used) or ``(steps, values)``.
+        prefix: fraction of the step range used for the fit, in (0, 1).
+        window: fraction of the step range the target mean covers, in (0, 1 − prefix].
+        level: predictive interval level.
+        method: one of :data:`METHODS` (default ``"creep"``).
+        metric: run column to forecast (``"reward_mean"``, ``"eval_reward"``, ...).
+        end_step: planned last step (None: the last logged step).
+        key: PRNG key (None: a fixed key).
+
+    Returns:
+        :class:`WindowForecast`.
+
+    Raises:
+        ValueError: bad ``prefix``/``window``/``level``/``method``, too few prefix points, bad steps.
+    """
+    return forecast_windows([run_or_curve], prefix=prefix, window=window, level=level, method=method, metric=metric,
+                            end_steps=[end_step], key=key)[0]

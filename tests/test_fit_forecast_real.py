@@ -1,0 +1,95 @@
+"""The creep model on real runs (plateau), and on decreasing or collapsing curves (status).
+
+Real-log tests read the shared corpus next to the repository and skip with a reason where it is absent.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+
+from grpojax.fit import fit_creep_batched, forecast_window, forecast_windows
+
+REAL = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "real-logs"
+VERL = REAL / "verl-qwen2-7b-math-gpg.log"
+needs_verl = pytest.mark.skipif(not VERL.is_file(), reason="the shared real-logs corpus (verl log) is not next to this checkout")
+
+
+def _verl_series():
+    from grpojax.logs import read_logs
+
+    r = read_logs(VERL)[0]
+    return [r.series("reward_mean"), r.series("eval_reward")]
+
+
+@pytest.fixture(scope="module")
+def verl_posterior():
+    series = _verl_series()
+    post = fit_creep_batched([(np.asarray(s, float), np.asarray(y, float)) for s, y in series], key=jax.random.PRNGKey(0))
+    return series, post
+
+
+@needs_verl
+def test_verl_eval_plateau_contains_reached_level(verl_posterior):
+    """The validation curve converges (flat from step ~10): the 90% p* interval holds its final level."""
+    series, post = verl_posterior
+    s, y = series[1]
+    reached = float(np.mean(y[s > s[0] + 0.9 * (s[-1] - s[0])]))
+    p = post.center[1] + post.scale[1] * post.samples["p_star"][1]
+    lo, hi = np.quantile(p, [0.05, 0.95])
+    assert lo <= reached <= hi, (lo, reached, hi)
+
+
+@needs_verl
+def test_verl_train_plateau_not_below_reached_level(verl_posterior):
+    """The train score still creeps up at the last step: p* must not saturate below the level reached,
+    and the posterior mean curve over the last 10% must hold the realised mean there."""
+    series, post = verl_posterior
+    s, y = series[0]
+    s, y = np.asarray(s, float), np.asarray(y, float)
+    win = s > s[0] + 0.9 * (s[-1] - s[0])
+    reached = float(np.mean(y[win]))
+    p = post.center[0] + post.scale[0] * post.samples["p_star"][0]
+    assert np.quantile(p, 0.95) >= reached
+    level = post.curve(0, s[win]).mean(-1)
+    lo, hi = np.quantile(level, [0.05, 0.95])
+    assert lo - 0.005 <= reached <= hi + 0.005, (lo, reached, hi)
+
+
+def test_decreasing_curve_is_fitted():
+    """A monotone decay (p* below the start) is inside the model: the interval holds the truth."""
+    rng = np.random.default_rng(0)
+    s = np.arange(1.0, 161.0)
+    y = 0.2 + 0.5 * np.exp(-s / 30.0) + 0.02 * rng.standard_normal(s.size)
+    fc = forecast_window((s, y), prefix=0.5)
+    truth = float(np.mean(y[s > fc.window[0]]))
+    assert fc.status in ("ok", "weak_posterior")
+    assert fc.lo <= truth <= fc.hi
+    assert fc.params["p_star"][0] < 0.4
+
+
+def test_collapse_is_flagged_or_covered():
+    """Rise then collapse to 0 inside the prefix: either status 'collapse' or an interval that holds the truth."""
+    rng = np.random.default_rng(1)
+    s = np.arange(1.0, 201.0)
+    rise = 0.33 * (1 - np.exp(-s / 15.0))
+    drop = np.clip((s - 70.0) / 30.0, 0.0, 1.0)
+    y = np.clip(rise * (1 - drop) + 0.015 * rng.standard_normal(s.size), 0.0, None)
+    fcs = forecast_windows([(s, y)], prefix=0.5)
+    fc = fcs[0]
+    truth = float(np.mean(y[s > fc.window[0]]))
+    assert fc.status == "collapse" or fc.lo <= truth <= fc.hi, fc
+    assert fc.status != "ok" or fc.lo <= truth <= fc.hi
+
+
+def test_identifiable_summaries_only():
+    s = np.arange(1.0, 121.0)
+    y = 0.8 - 0.5 * np.exp(-s / 20.0) + 0.01 * np.random.default_rng(2).standard_normal(s.size)
+    fc = forecast_window((s, y), prefix=0.5)
+    assert set(fc.params) == {"p_star", "y0", "fast_rate", "fast_weight", "creep_k", "creep_theta", "noise_sd", "noise_ar1"}
+    for med, lo, hi in fc.params.values():
+        assert lo <= med <= hi
+    assert fc.params["p_star"][1] <= 0.8 + 0.03 and fc.params["p_star"][2] >= 0.8 - 0.03
