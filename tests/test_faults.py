@@ -507,3 +507,13 @@ def test_two_real_runs_into_one_folder(tmp_path, parity):
     finally:
         first.kill()
         first.wait()
+
+
+def test_no_step0_checkpoint_unless_asked(tmp_path, parity):
+    for at_start, expected in ((False, [2]), (True, [0, 2])):
+        out = tmp_path / str(at_start)
+        cfg = tiny_config(*FAST, "checkpoint.every=0", "checkpoint.keep=5", f"checkpoint.at_start={str(at_start).lower()}")
+        trainer_mod.GRPOTrainer(cfg, out).train(show_progress=False)
+        store = CheckpointStore(out / "checkpoints")
+        assert store.all_steps() == expected and all(store.is_valid(s) for s in expected)
+        store.close()

@@ -129,3 +129,30 @@ def test_prompt_longer_than_context_is_rejected(tmp_path):
 def test_bad_config_values(override, match):
     with pytest.raises(ValueError, match=match):
         tiny_config(override)
+
+
+def test_bf16_compute_keeps_float32_master_weights(tmp_path, monkeypatch):
+    """model.dtype=bfloat16 computes in bf16 while the parameters and Adam moments stay float32: one small
+    step moves every weight, though most moves are below bf16 resolution (bf16 weights would not move)."""
+    import jax
+    import ml_dtypes
+
+    monkeypatch.setattr(trainer_mod, "score_completions", _length_parity_score)
+    cfg = tiny_config("steps=1", "warmstart.steps=0", "grpo.k_ref=1", "grpo.beta=0.0", "eval.n=0",
+                      "model.dtype=bfloat16", "model.param_dtype=float32", "optim.lr=1e-5")
+    tr = GRPOTrainer(cfg, tmp_path)
+    before = [np.asarray(x) for x in jax.tree.leaves(tr.params)]
+    tr.train(show_progress=False)
+    after = [np.asarray(x) for x in jax.tree.leaves(tr.params)]
+    assert {str(x.dtype) for x in after} == {"float32"}
+    moments = [x for x in jax.tree.leaves(tr.opt_state) if getattr(x, "ndim", 0) > 0]
+    assert moments and {str(x.dtype) for x in moments} == {"float32"}
+    bf16 = ml_dtypes.bfloat16
+    n = sum(a.size for a in before)
+    moved = sum(int((a != b).sum()) for a, b in zip(before, after))
+    moved_in_bf16 = sum(int((a.astype(bf16) != b.astype(bf16)).sum()) for a, b in zip(before, after))
+    assert moved == n  # Adam moves every float32 weight by about lr
+    assert moved_in_bf16 < 0.5 * n  # most of those moves are smaller than bf16 rounding
+    # the forward pass really runs in bf16 (activations from the float32 weights)
+    model = trainer_mod.nnx.merge(tr.graphdef, tr.params, tr.rest)
+    assert model.embed_tokens(jax.numpy.zeros((1, 4), jax.numpy.int32)).dtype == jax.numpy.bfloat16
