@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -385,7 +384,8 @@ def test_truncated_checkpoint_of_a_run_falls_back_with_a_warning(run_copy, capsy
     rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(run))
     assert rc == 0, err
     line = one_line(err)
-    assert "warning: checkpoint step 2 skipped" in line and "truncated" in line and "resuming from checkpoint step 1" in line
+    assert "warning: checkpoint step 2 skipped" in line and "truncated" in line
+    assert "resuming from checkpoint step 1" in line
     assert {"cfg": tree_hash(cfg), "other": tree_hash(other)} == before
     assert (run / "checkpoints-corrupt" / "2").is_dir()
     summary = json.loads((run / "summary.json").read_text())
@@ -512,7 +512,8 @@ def test_two_real_runs_into_one_folder(tmp_path, parity):
 def test_no_step0_checkpoint_unless_asked(tmp_path, parity):
     for at_start, expected in ((False, [2]), (True, [0, 2])):
         out = tmp_path / str(at_start)
-        cfg = tiny_config(*FAST, "checkpoint.every=0", "checkpoint.keep=5", f"checkpoint.at_start={str(at_start).lower()}")
+        cfg = tiny_config(*FAST, "checkpoint.every=0", "checkpoint.keep=5",
+                          f"checkpoint.at_start={str(at_start).lower()}")
         trainer_mod.GRPOTrainer(cfg, out).train(show_progress=False)
         store = CheckpointStore(out / "checkpoints")
         assert store.all_steps() == expected and all(store.is_valid(s) for s in expected)
