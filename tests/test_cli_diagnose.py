@@ -105,3 +105,36 @@ def test_bayes_fit_feeds_the_instability_detector(tmp_path):
     post = [e for e in res["evidence"] if e["statistic"] == "posterior P(C <= 0)"]
     assert post and 0.0 <= post[0]["value"] <= 0.2  # a saturating curve: C > 0 with high probability
     assert res["verdict"] == "not_detected"
+
+
+def test_report_fits_an_80_column_terminal(tmp_path, monkeypatch):
+    """One line per check, evidence and what to change indented below; nothing wider than 80 columns."""
+    import io
+
+    from rich.console import Console
+
+    import grpojax.cli._diagnose as cli_diag
+
+    n = 120
+    frac = np.linspace(0.1, 0.9, n)
+    log = _write_jsonl(tmp_path / "run.jsonl", n=n, frac_zero=frac)
+    buf = io.StringIO()
+    monkeypatch.setattr(cli_diag, "console", Console(file=buf, width=60, force_terminal=False, color_system=None))
+    assert main(["diagnose", str(log), "--out", str(tmp_path / "d"), "--no-validity", "--no-plot"]) == 0
+    # the closing "wrote PATH" line holds a file path (not wrapped); every report line fits 80 columns
+    lines = [x for x in buf.getvalue().splitlines() if not x.startswith("wrote ")]
+    assert lines and max(len(x) for x in lines) <= 80, max(lines, key=len)
+    heads = [x for x in lines if x.startswith("advantage degeneracy")]
+    assert len(heads) == 1 and "detected" in heads[0] and "frac_zero" in heads[0]
+    i = lines.index(heads[0])
+    below = []
+    for x in lines[i + 1:]:
+        if not x.startswith("    "):
+            break
+        below.append(x)
+    assert any("change:" in x for x in below) and any("late mean" in x for x in below)
+    # a full-width report still stays within 80 columns
+    buf2 = io.StringIO()
+    monkeypatch.setattr(cli_diag, "console", Console(file=buf2, width=200, color_system=None))
+    assert main(["diagnose", str(log), "--out", str(tmp_path / "e"), "--no-validity", "--no-plot"]) == 0
+    assert max(len(x) for x in buf2.getvalue().splitlines() if not x.startswith("wrote ")) <= 80

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from grpojax.diagnose import (
+    ALL_MODES,
     DEFAULT_CONFIG,
+    MODES,
     DiagnoseConfig,
     check_mean_field_validity,
     detect_advantage_degeneracy,
@@ -58,7 +60,9 @@ def test_healthy_run_has_no_failure_mode():
         assert d.detected == (), (seed, {m: d[m].reason for m in d.detected})
         assert d["mean_field_validity"].verdict == "valid", d["mean_field_validity"].reason
         for m in d.results.values():
-            assert m.verdict != "insufficient_data", (m.mode, m.reason)
+            if m.mode in MODES:  # the health checks need columns this simulation does not log
+                assert m.verdict != "insufficient_data", (m.mode, m.reason)
+        assert d.findings == ("learning_plateau",) or d.findings == (), d.findings
 
 
 # ----------------------------------------------------------------------------- advantage degeneracy
@@ -274,8 +278,7 @@ def test_runlog_input_and_json_roundtrip(tmp_path):
     assert d.run == "synthetic" and d.detected == ()
     text = json.dumps(d.to_dict())
     back = json.loads(text)
-    assert set(back["results"]) == {"reward_hacking", "advantage_degeneracy", "policy_concentration",
-                                    "dynamical_instability"}
+    assert set(back["results"]) == set(ALL_MODES)
     assert all("text" in e for r in back["results"].values() for e in r["evidence"])
 
 

@@ -12,9 +12,10 @@ from grpojax.cli._runs import read_runs, run_folders
 DESCRIPTION = """\
 Read a GRPO training log (TRL trainer_state.json or console, verl console/JSONL, TensorBoard,
 W&B CSV, OpenRLHF, grpojax JSONL; auto-detected) and diagnose the four failure modes -- reward
-hacking, advantage degeneracy, policy concentration, dynamical instability -- plus the
-mean-field validity of the oscillator model. Prints one table row per mode (verdict, severity,
-evidence), writes DIR/diagnosis.json and DIR/dashboard.png. A log holding several runs (a
+hacking, advantage degeneracy, policy concentration, dynamical instability -- the training-health
+checks (length pathology, learning plateau, clip saturation, KL drift, gradient spikes, reward
+imbalance) and the mean-field validity of the oscillator model. Prints one line per check
+(verdict, severity, the deciding statistic) with its evidence and what to change below, writes DIR/diagnosis.json and DIR/dashboard.png. A log holding several runs (a
 TensorBoard folder of runs, a W&B export of several runs, a file whose step counter restarts) is
 diagnosed run by run: DIR/<run>/diagnosis.json and DIR/<run>/dashboard.png for each, and
 DIR/diagnosis.json with all of them; --run NAME picks one. A detector whose columns are missing
@@ -43,6 +44,9 @@ def register(subparsers) -> None:
                         "feeds the instability detector (slow: minutes on a CPU)")
     p.add_argument("--bayes-samples", type=int, default=300, help="NUTS warmup = samples per chain (default 300)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed of the NUTS fit")
+    p.add_argument("--forecast", type=float, default=None, metavar="PREFIX",
+                   help="draw grpojax.fit.forecast_window's band (fitted on this fraction of the run, e.g. "
+                        "0.5) over the reward on the dashboard (slow: a posterior fit)")
     p.set_defaults(func=run)
 
 
@@ -61,26 +65,55 @@ def _config(overrides: list[str]):
     return DEFAULT_CONFIG.replace(**kv) if kv else DEFAULT_CONFIG
 
 
-def _table(diagnosis):
-    from rich.table import Table  # noqa: PLC0415
+WIDTH = 80  # the report fits an 80-column terminal
+_STYLE = {"detected": "bold red", "violated": "bold yellow", "not_detected": "green", "valid": "green",
+          "insufficient_data": "dim"}
 
-    t = Table(title=f"grpojax diagnose: {diagnosis.run}", show_lines=True,
-              caption="! = statistic past its threshold")
-    t.add_column("mode", style="bold")
-    t.add_column("verdict")
-    t.add_column("severity", justify="right")
-    t.add_column("evidence")
-    style = {"detected": "bold red", "violated": "bold yellow", "not_detected": "green", "valid": "green",
-             "insufficient_data": "dim"}
+
+def _short_stat(res) -> str:
+    """The statistic that decided the verdict, compactly (``name=value``)."""
+    from grpojax.diagnose._types import _fmt  # noqa: PLC0415
+
+    if res.verdict == "insufficient_data":
+        return "-"
+    shown = [e for e in res.evidence if e.triggered] or [e for e in res.evidence if e.op != "info"]
+    if not shown:
+        return "-"
+    e = shown[0]
+    name = e.metric.split(",")[0].split("/")[-1]
+    return f"{name} {_fmt(e.value)} ({e.op} {_fmt(e.threshold)})" if e.op != "info" else f"{name} {_fmt(e.value)}"
+
+
+def report_lines(diagnosis, width: int = WIDTH) -> list[tuple[str, str]]:
+    """The report as ``(line, style)`` pairs, no line longer than ``width``.
+
+    One line per detector -- mode, verdict, severity, the deciding statistic -- and below a detected
+    (or insufficient) one, indented: its evidence and "change: what to change".
+    """
+    import textwrap  # noqa: PLC0415
+
+    def wrap(text: str, indent: str) -> list[str]:
+        return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ",
+                             break_long_words=True, break_on_hyphens=False) or [indent]
+
+    lines = [(f"grpojax diagnose: {diagnosis.run}"[:width], "bold"),
+             (f"{'mode':22s}{'verdict':14s}{'severity':12s}statistic"[:width], "bold")]
     for mode, res in diagnosis.results.items():
+        verdict = {"insufficient_data": "no data", "not_detected": "not detected"}.get(res.verdict, res.verdict)
+        sev = f"{res.severity:.2f} {res.level}" if res.detected else "-"
+        head = f"{mode.replace('_', ' '):22s}{verdict:14s}{sev:12s}"
+        stat = _short_stat(res)
+        room = width - len(head)
+        lines.append(((head + (stat if len(stat) <= room else stat[: max(room - 3, 0)] + "..."))[:width],
+                      _STYLE.get(res.verdict, "")))
         if res.verdict == "insufficient_data":
-            evidence = res.reason
-        else:
-            shown = [e for e in res.evidence if e.op != "info"][:3]
-            evidence = "\n".join(e.describe() for e in shown) or res.reason
-        sev = f"{res.severity:.2f} ({res.level})" if res.detected else "-"
-        t.add_row(mode.replace("_", " "), f"[{style.get(res.verdict, '')}]{res.verdict}[/]", sev, evidence)
-    return t
+            lines += [(x, "dim") for x in wrap(res.reason, "    ")]
+        elif res.detected:
+            for e in [e for e in res.evidence if e.triggered][:3]:
+                lines += [(x, "") for x in wrap(e.describe().lstrip("!"), "    ")]
+            if res.advice:
+                lines += [(x, "italic") for x in wrap("change: " + res.advice, "    ")]
+    return lines
 
 
 def _bayes_fit(r, args):
@@ -116,14 +149,20 @@ def run(args) -> int:
     for r, folder in zip(runs, folders):
         fit = _bayes_fit(r, args) if args.bayes else None
         d = diagnose(r, config=cfg, validity=not args.no_validity, fit=fit)
-        console.print(_table(d))
+        for line, style in report_lines(d, min(WIDTH, console.width or WIDTH)):
+            console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
         rep = {"source": r.source, "format": r.format, **d.to_dict()}
         if not args.no_plot:
             import matplotlib.pyplot as plt  # noqa: PLC0415
 
             from grpojax.plot import diagnosis_dashboard  # noqa: PLC0415
 
-            fig = diagnosis_dashboard(r, d, folder / "dashboard.png")
+            fc = None
+            if args.forecast is not None and r.count("reward_mean") >= 8:
+                from grpojax.fit import forecast_window  # noqa: PLC0415
+
+                fc = forecast_window(r, prefix=args.forecast)
+            fig = diagnosis_dashboard(r, d, folder / "dashboard.png", forecast=fc)
             plt.close(fig)
             rep["dashboard"] = (folder / "dashboard.png").relative_to(out).as_posix()
         if folder != out:

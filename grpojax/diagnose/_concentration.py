@@ -4,12 +4,13 @@ Without a KL anchor (beta = 0) GRPO keeps sharpening the policy on whatever is r
 falls towards 0 long before the reward has saturated, and exploration is gone. Two conditions
 (both required, :class:`~grpojax.diagnose.DiagnoseConfig`):
 
-1. ``entropy late/initial median ratio <= entropy_ratio`` (initial: first 2 % of the points, at least
-   ``min_window_points``; late: last ``edge_fraction``);
+1. ``entropy late/initial median ratio <= entropy_ratio`` (initial: the first ``initial_points``
+   points -- a fixed number, so a longer log of the same run keeps the same baseline; late: last
+   ``edge_fraction``);
 2. the reward rises over the run (late-window mean minus the mean of the first points, z-score
    ``>= reward_rise_t``) and was still rising when the entropy had already lost half of its total drop:
    at that step (the entropy half-life) at most ``reward_done_at_entropy_half`` of the reward's rise was
-   done (moving averages over 2 % of the points). Entropy that falls only after the reward has
+   done (moving averages over 2 % of the points, 3 to 10 points). Entropy that falls only after the reward has
    plateaued is ordinary convergence, not concentration.
 
 Severity is the score of the entropy ratio (0.5 at the threshold, 1 at its square).
@@ -21,7 +22,7 @@ import numpy as np
 
 from grpojax.logs import RunLog
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._stats import edge_windows, centred_mean
+from grpojax.diagnose._stats import centred_mean, clip_window, edge_windows, initial_window
 from grpojax.diagnose._types import ModeResult, finish_result, make_evidence
 
 MODE = "policy_concentration"
@@ -39,14 +40,14 @@ def detect_policy_concentration(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
         keep = np.isfinite(h)
         s, h = s[keep], h[keep]
     _, late = edge_windows(h.size, cfg.edge_fraction, cfg.min_window_points)
-    early = slice(0, max(cfg.min_window_points, h.size // 50))  # initial = the first 2 % of the points
+    early = initial_window(h.size, cfg)  # a fixed number of points, never a fraction of the run
     h0 = float(np.median(h[early]))
     h1 = float(np.median(h[late]))
     ratio = h1 / h0 if h0 > 0 else float("nan")
     ev = [make_evidence("entropy", np.r_[s[early], s[late]], "late/initial median ratio", ratio,
                         cfg.entropy_ratio, "<=", kind="ratio")]
     # entropy half-life: first step where the smoothed entropy has lost half of its total drop
-    smooth = centred_mean(h, max(3, h.size // 50))
+    smooth = centred_mean(h, clip_window(h.size, 0.02, 3, 10))
     level = h1 + 0.5 * (h0 - h1)
     below = np.nonzero(smooth <= level)[0]
     half_step = float(s[below[0]]) if below.size else float(s[-1])
@@ -54,9 +55,8 @@ def detect_policy_concentration(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     rs, r = run.series("reward_mean")
     keep = np.isfinite(r)
     rs, r = rs[keep], r[keep]
-    w = max(3, r.size // 50)
-    rsm = centred_mean(r, w)
-    head = slice(0, max(3, w))
+    rsm = centred_mean(r, clip_window(r.size, 0.02, 3, 10))
+    head = initial_window(r.size, cfg)
     _, rlate = edge_windows(r.size, cfg.edge_fraction, cfg.min_window_points)
     r_init, r_final = float(np.mean(r[head])), float(np.mean(r[rlate]))
     se = float(np.sqrt(np.var(r[head]) / r[head].size + np.var(r[rlate]) / r[rlate].size))

@@ -28,13 +28,46 @@ gap reads better. Measured gaps (quick benchmark, 2026-11-29):
   whose block stds are noisy. ``grad_norm_growth = 10`` and ``is_ratio_max_late = 10`` (an order of
   magnitude) and ``p_unstable = 0.9`` are not exercised by the bandit benchmark (the bandit's
   gradient and ratios stay bounded up to the escape) and are conventional choices.
+- Reward collapse (instability's escape on real runs, where the run is not cut at the escape):
+  ``collapse_lost_fraction = 0.8`` of the gain lost by the end after a gain of
+  ``collapse_min_rise_sd = 3`` noise sd. The three collapsed runs of the corpus lose 1.0-2.0 of their
+  gain; runs that plateau lose < 0.3 (noise around the plateau).
 - Reward hacking, ``decoupling = 0.45`` ((train gain - eval gain) after eval saturated, over the train
   range): labelled 1.1-2.2; the only other run whose significance gates (``decoupling_z = 3``) held
   had 0.18 (mid-point 0.45). ``decoupling_min_range_sd = 5`` keeps flat, noisy train curves from
   producing large ratios (one all-easy run reached 0.63 without it).
-- Windows: ``edge_fraction = 0.1`` (late windows are the last 10 % of a metric's points),
-  ``oscillation_block_fraction = 0.05`` with ``oscillation_min_block = 8`` points, ``detrend_fraction =
-  0.1``.
+- Windows. Every *early* reference is a fixed number of points, never a fraction of the whole run,
+  so that a verdict does not change when the same run is logged for longer (a baseline made of the
+  first 2 % of the points of a 600-step run covers the first 12 steps, and an entropy that fell
+  within 8 steps is then its own baseline). ``initial_points = 3``: the initial level of a curve
+  (entropy, reward, response length) is the median of its first 3 points (the fewest whose median
+  ignores one outlier; the verl GPG run's entropy is 0.35, 0.30, 0.26 at steps 1-3 and 0.21 at step
+  5, so a 5-point median already sits a third of the way down a drop that takes 8 steps). Early windows of noisier metrics (grad norm) have ``early_points = 20`` points or 10 %
+  of the points, whichever is smaller (at least ``min_window_points``). Late windows are the last
+  ``edge_fraction = 0.1`` of the points (what the run ended in: a flat tail leaves them unchanged).
+  Oscillation blocks: 5 % of the points, between ``oscillation_min_block = 8`` and
+  ``oscillation_max_block = 25`` points (the first block is the noise baseline); detrending window
+  10 % of the points, between 16 and ``detrend_max_points = 50``.
+- Training-health detectors (real corpus, ``experiments/diagnose_real_runs.py``, thresholds fixed on
+  the tuning half of the source repositories). ``truncation_frac = 0.1``: 10 % of the completions
+  cut at the length cap (rldoctor warns at 5 %, calls 15 % critical; the verl GPG run reaches 0.5,
+  healthy runs stay at <= 0.05 with spikes of a few steps, hence an 11-point running median).
+  ``length_collapse_ratio = 0.2``: the response length fell to a fifth of its initial level (the
+  collapsed off-policy run goes from 277 to 5 tokens; healthy runs stay above 0.5).
+  ``plateau_fraction = 0.25`` of the run (and at least ``plateau_min_points = 10`` points) with a
+  gain whose 95 % upper confidence bound is below ``plateau_min_gain = 0.05`` of the curve's range.
+  ``clip_frac_high = 0.2`` (5-point running median; PPO's own diagnostic is that clip fractions
+  above 0.1-0.2 mean too large steps; the collapsed e8 run sits at 0.3-0.9, healthy runs <= 0.05).
+  ``kl_bound = 1.0`` nats (a policy this far from its reference is no longer anchored), or
+  unbounded growth: the KL of the last third still grows at ``kl_growth_ratio = 0.5`` of the
+  average rate and significantly (``kl_growth_t = 3``), from at least ``kl_min_level = 0.01``
+  nats. ``grad_spike_z = 8`` robust standard deviations of log grad norm above its running median
+  (the 1.4826 x MAD scale; 8 sigma has probability < 1e-14 under Gaussian noise, and rldoctor uses the
+  same 8) and ``grad_spike_ratio = 5`` times that median. ``component_share = 0.9`` of the reward
+  variance from one component, or a component that never changes (``component_flat_rel = 1e-6``
+  of the largest component range) over at least ``min_points`` points.
+- Advice: ``zero_std_target = 0.25``, the fraction of zero-variance groups the degeneracy advice aims
+  at when it proposes a group size.
 - Mean-field validity (not a failure mode, not in the confusion matrix): ``validity_r2_min = 0.8``
   (smoothed R^2 of the three-phase law; the real logs reach 0.8-0.9 after a 10-point average on the
   noisy TRL runs) and ``validity_excess_max = 2`` (residual variance over the first-difference noise
@@ -56,6 +89,8 @@ class DiagnoseConfig:
         min_points: fewest finite points a detector's main metric needs (else insufficient_data).
         edge_fraction: size of the early/late windows as a fraction of the metric's points.
         min_window_points: fewest points in an early/late window.
+        initial_points: points whose median is a curve's initial level.
+        early_points: most points in an early window (grad norm reference).
         frac_zero_std_late: advantage degeneracy when the late mean of frac_zero_std is >= this.
         reward_std_collapse_ratio: ... or late median reward_std / max windowed median <= this.
         zero_grad_fraction: ... or the late fraction of (numerically) zero grad norms is >= this.
@@ -69,11 +104,15 @@ class DiagnoseConfig:
             first block's is >= this ...
         oscillation_block_fraction: ... blocks of this fraction of the points ...
         oscillation_min_block: ... and at least this many points (also the smallest detrending window) ...
+        oscillation_max_block: ... and at most this many points ...
         oscillation_alpha: ... and the Bonferroni-corrected one-sided F-test has p <= this.
-        detrend_fraction: moving-average window (fraction of the points) used for detrending.
+        detrend_fraction: moving-average window (fraction of the points) used for detrending ...
+        detrend_max_points: ... at most this many points.
         grad_norm_growth: instability when late/early median grad norm >= this.
         is_ratio_max_late: instability when the late median of is_ratio_max >= this.
         p_unstable: instability when a Bayesian fit's P(C <= 0) >= this.
+        collapse_lost_fraction: instability when the run lost >= this fraction of its reward gain by the end ...
+        collapse_min_rise_sd: ... after a gain of at least this many per-step noise standard deviations.
         hacking_end_fraction: fraction of the eval points (at least 2) averaged as "the end".
         min_eval_points: fewest eval points overall for the hacking detector.
         decoupling: reward hacking when, after eval saturated, (train gain - eval gain) / train range
@@ -86,11 +125,28 @@ class DiagnoseConfig:
         validity_min_signal: insufficient_data when the noise ceiling (1 - noise var / total var) is
             below this: no trend above the sampling noise to fit.
         validity_smooth: moving-average window (points) for the smoothed R^2.
+        truncation_frac: length pathology when the running median of response_clip_frac is >= this ...
+        length_collapse_ratio: ... or the late/initial median response length is <= this.
+        plateau_fraction: learning plateau when the trailing flat stretch covers >= this of the run ...
+        plateau_min_points: ... and at least this many points ...
+        plateau_min_gain: ... with the 95 % upper bound of its gain below this x the curve's range.
+        clip_frac_high: clip saturation when the running median of clip_frac is >= this.
+        kl_bound: KL drift when the late median KL is >= this (nats) ...
+        kl_growth_ratio: ... or the last third's KL slope is >= this x the run's mean slope ...
+        kl_growth_t: ... with a slope t-statistic >= this ...
+        kl_min_level: ... from a late median of at least this (nats).
+        grad_spike_z: gradient spike when log grad norm is >= this many robust sd above its running median ...
+        grad_spike_ratio: ... and the grad norm is >= this x that median.
+        component_share: reward imbalance when one component carries >= this of the reward variance ...
+        component_flat_rel: ... or a component's range is <= this x the largest component range.
+        zero_std_target: fraction of zero-variance groups the degeneracy advice's group size aims at.
     """
 
     min_points: int = 8
     edge_fraction: float = 0.1
     min_window_points: int = 3
+    initial_points: int = 3
+    early_points: int = 20
     # advantage degeneracy
     frac_zero_std_late: float = 0.5
     reward_std_collapse_ratio: float = 0.1
@@ -104,11 +160,15 @@ class DiagnoseConfig:
     oscillation_growth: float = 4.5
     oscillation_block_fraction: float = 0.05
     oscillation_min_block: int = 8
+    oscillation_max_block: int = 25
     oscillation_alpha: float = 0.01
     detrend_fraction: float = 0.1
+    detrend_max_points: int = 50
     grad_norm_growth: float = 10.0
     is_ratio_max_late: float = 10.0
     p_unstable: float = 0.9
+    collapse_lost_fraction: float = 0.8
+    collapse_min_rise_sd: float = 3.0
     # reward hacking
     hacking_end_fraction: float = 0.2
     min_eval_points: int = 4
@@ -120,6 +180,22 @@ class DiagnoseConfig:
     validity_excess_max: float = 2.0
     validity_min_signal: float = 0.1
     validity_smooth: int = 10
+    # training health
+    truncation_frac: float = 0.1
+    length_collapse_ratio: float = 0.2
+    plateau_fraction: float = 0.25
+    plateau_min_points: int = 10
+    plateau_min_gain: float = 0.05
+    clip_frac_high: float = 0.2
+    kl_bound: float = 1.0
+    kl_growth_ratio: float = 0.5
+    kl_growth_t: float = 3.0
+    kl_min_level: float = 0.01
+    grad_spike_z: float = 8.0
+    grad_spike_ratio: float = 5.0
+    component_share: float = 0.9
+    component_flat_rel: float = 1e-6
+    zero_std_target: float = 0.25
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

@@ -15,7 +15,7 @@ import numpy as np
 
 from grpojax.logs import RunLog
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._stats import edge_windows, episodes_from_mask, centred_mean
+from grpojax.diagnose._stats import centred_mean, clip_window, edge_windows, episodes_from_mask
 from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
 
 MODE = "advantage_degeneracy"
@@ -61,7 +61,7 @@ def detect_advantage_degeneracy(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     if have_std:
         s, v = run.series("reward_std")
         v = np.abs(v)
-        w = max(cfg.min_window_points, int(round(cfg.edge_fraction * v.size)))
+        w = clip_window(v.size, cfg.edge_fraction, cfg.min_window_points, cfg.early_points)
         _, late = edge_windows(v.size, cfg.edge_fraction, cfg.min_window_points)
         # largest windowed median over the run (the variance the run started with or reached)
         med = np.array([np.median(v[i:i + w]) for i in range(0, max(1, v.size - w + 1))])

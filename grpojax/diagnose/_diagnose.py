@@ -14,7 +14,10 @@ from grpojax.diagnose._config import DEFAULT_CONFIG, DiagnoseConfig
 from grpojax.diagnose._degeneracy import detect_advantage_degeneracy
 from grpojax.diagnose._hacking import detect_reward_hacking
 from grpojax.diagnose._instability import detect_dynamical_instability
-from grpojax.diagnose._types import Diagnosis, make_evidence
+from grpojax.diagnose import _advice
+from grpojax.diagnose._health import (detect_clip_saturation, detect_gradient_spikes, detect_kl_drift,
+                                      detect_learning_plateau, detect_length_pathology, detect_reward_imbalance)
+from grpojax.diagnose._types import Diagnosis, ModeResult, make_evidence
 from grpojax.diagnose._validity import check_mean_field_validity
 
 
@@ -40,7 +43,7 @@ def p_unstable_from_fit(fit: BayesFit | None) -> float | None:
 
 def diagnose(run: RunLog | Mapping[str, np.ndarray], *, fit: BayesFit | None = None,
              config: DiagnoseConfig | None = None, validity: bool = True, name: str | None = None) -> Diagnosis:
-    """Run the four failure-mode detectors and the mean-field validity check.
+    """Run the four failure-mode detectors, the training-health detectors and the mean-field validity check.
 
     Args:
         run: a :class:`grpojax.logs.RunLog`, or a mapping ``{canonical column: (N,) array}`` (with an
@@ -74,6 +77,23 @@ def diagnose(run: RunLog | Mapping[str, np.ndarray], *, fit: BayesFit | None = N
         "policy_concentration": detect_policy_concentration(r, cfg),
         "dynamical_instability": detect_dynamical_instability(r, cfg, p_unstable=p_unstable),
     }
+    results.update({
+        "length_pathology": detect_length_pathology(r, cfg),
+        "learning_plateau": detect_learning_plateau(r, cfg),
+        "clip_saturation": detect_clip_saturation(r, cfg),
+        "kl_drift": detect_kl_drift(r, cfg),
+        "gradient_spikes": detect_gradient_spikes(r, cfg),
+        "reward_imbalance": detect_reward_imbalance(r, cfg),
+    })
+    advice = {
+        "reward_hacking": lambda res: _advice.hacking(res, r),
+        "advantage_degeneracy": lambda res: _advice.degeneracy(res, r, cfg.zero_std_target),
+        "policy_concentration": lambda res: _advice.concentration(res, r),
+        "dynamical_instability": lambda res: _advice.instability(res, r),
+    }
+    for mode, fn in advice.items():
+        if results[mode].detected and not results[mode].advice:
+            results[mode] = _with_advice(results[mode], fn(results[mode]))
     if validity:
         val = check_mean_field_validity(r, cfg)
         results["mean_field_validity"] = val
@@ -87,3 +107,7 @@ def diagnose(run: RunLog | Mapping[str, np.ndarray], *, fit: BayesFit | None = N
                               0.0, "<=", kind="flag")._replace(role="supporting", score=0.0)
             results["dynamical_instability"] = dataclasses.replace(inst, evidence=inst.evidence + (e,))
     return Diagnosis(r.name, results, cfg.to_dict())
+
+
+def _with_advice(res: ModeResult, text: str) -> ModeResult:
+    return dataclasses.replace(res, advice=text)

@@ -8,8 +8,8 @@ least ``hacking_end_fraction`` of the eval points after it -- and compares what 
 - train gain = mean train reward over the steps of the last eval points minus the mean over the steps of
   the peak; eval gain = mean of the last eval points minus the (smoothed) peak;
 - ``decoupling = (train gain - eval gain) / train range >= decoupling`` (train range = the larger of max - min
-  of the train curve smoothed over 5 % of its points and |mean of the last 10 % - mean of the first
-  2 %| -- so that a fast initial rise counts -- floored at ``decoupling_min_range_sd`` per-step noise
+  of the train curve smoothed over 5 % of its points (at most 10) and |mean of the last 10 % - mean of
+  the first 5 points| -- so that a fast initial rise counts -- floored at ``decoupling_min_range_sd`` per-step noise
   standard deviations, so that a flat, noisy train curve cannot produce a large ratio; severity =
   decoupling, clipped to 1);
 - gates: ``(train gain - eval gain)`` and ``train gain`` both significant at ``decoupling_z`` standard
@@ -27,7 +27,7 @@ from scipy import stats
 
 from grpojax.logs import RunLog
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._stats import centred_mean
+from grpojax.diagnose._stats import centred_mean, clip_window
 from grpojax.diagnose._types import ModeResult, finish_result, make_evidence
 
 MODE = "reward_hacking"
@@ -82,8 +82,8 @@ def detect_reward_hacking(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     d_tr, d_ev = t_end_val - t_peak_val, e_end - e_peak
     se_t = np.sqrt(var_t / in_peak.sum() + var_t / in_end.sum())
     se_e = np.sqrt(var_e / n_peak + var_e / m)
-    smooth_t = centred_mean(rt, max(1, rt.size // 20))
-    n_head = max(3, rt.size // 50)
+    smooth_t = centred_mean(rt, clip_window(rt.size, 0.05, 1, 10))
+    n_head = min(5, max(1, rt.size // 2))  # a fixed 5 points, not a fraction of the run
     overall = abs(float(np.mean(rt[-max(3, rt.size // 10):]) - np.mean(rt[:n_head])))
     scale = max(float(np.ptp(smooth_t)), overall, cfg.decoupling_min_range_sd * np.sqrt(var_t), 1e-12)
     decoupling = (d_tr - d_ev) / scale

@@ -14,6 +14,9 @@ limit cycle or diverges, and gradient norms / importance ratios grow. Evidence (
   When ``reward_std`` is logged the residual is first divided by the (smoothed) within-group reward
   std, so that a run whose sampling noise grows as p moves towards 1/2 is not mistaken for one whose
   oscillation grows.
+- a reward collapse (the escape past the threshold): the run lost ``>= collapse_lost_fraction`` of its
+  gain by the end (smoothed peak minus late median over smoothed peak minus initial median), after a
+  gain of ``>= collapse_min_rise_sd`` per-step noise standard deviations;
 - ``grad_norm`` late/early median ratio ``>= grad_norm_growth``;
 - ``is_ratio_max`` late median ``>= is_ratio_max_late``;
 - non-finite reward / grad norm / ratio values (divergence);
@@ -28,7 +31,8 @@ from scipy import stats
 
 from grpojax.logs import RunLog
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._stats import edge_windows, episodes_from_mask, lag1_autocorr, centred_mean
+from grpojax.diagnose._stats import (centred_mean, clip_window, early_window, edge_windows, episodes_from_mask,
+                                     initial_window, lag1_autocorr)
 from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
 
 MODE = "dynamical_instability"
@@ -39,7 +43,7 @@ def oscillation_residual(run: RunLog, cfg: DiagnoseConfig) -> tuple[np.ndarray, 
     s, r = run.series("reward_mean")
     keep = np.isfinite(r)
     s, r = s[keep], r[keep]
-    w = max(2 * cfg.oscillation_min_block, int(round(cfg.detrend_fraction * r.size)))
+    w = clip_window(r.size, cfg.detrend_fraction, 2 * cfg.oscillation_min_block, cfg.detrend_max_points)
     trend = centred_mean(r, w)
     resid = r - trend
     if run.count("reward_std") >= cfg.min_points:
@@ -54,12 +58,13 @@ def oscillation_residual(run: RunLog, cfg: DiagnoseConfig) -> tuple[np.ndarray, 
 def oscillation_growth(resid: np.ndarray, cfg: DiagnoseConfig) -> dict:
     """Largest block std of the residual over the first block's, with a Bonferroni F-test p-value.
 
-    Blocks are consecutive, ``max(oscillation_min_block, oscillation_block_fraction * n)`` points long
-    (at least 4 blocks). Under stationary white noise every block std estimates the same sigma, so
+    Blocks are consecutive, ``oscillation_block_fraction * n`` points long, clipped to
+    ``[oscillation_min_block, oscillation_max_block]`` (at least 4 blocks). Under stationary white noise every block std estimates the same sigma, so
     ``growth^2`` is an F(b-1, b-1) variate; the p-value is multiplied by the number of blocks compared.
     """
     n = resid.size
-    bw = max(cfg.oscillation_min_block, int(round(cfg.oscillation_block_fraction * n)))
+    bw = clip_window(n, cfg.oscillation_block_fraction, cfg.oscillation_min_block,
+                     max(cfg.oscillation_max_block, cfg.oscillation_min_block))
     nb = n // bw
     if nb < 4:
         nb, bw = 4, n // 4
@@ -72,6 +77,33 @@ def oscillation_growth(resid: np.ndarray, cfg: DiagnoseConfig) -> dict:
         growth = float(sd[peak] / sd[0])
     p = float(min(1.0, (nb - 1) * stats.f.sf(growth ** 2, bw - 1, bw - 1))) if np.isfinite(growth) else 0.0
     return {"growth": growth, "p_value": p, "sd": sd, "blocks": blocks, "peak": peak}
+
+
+def _collapse_evidence(run: RunLog, cfg: DiagnoseConfig, episodes: list) -> list[Evidence]:
+    s, r = run.series("reward_mean")
+    keep = np.isfinite(r)
+    s, r = s[keep], r[keep]
+    if r.size < cfg.min_points:
+        return []
+    smooth = centred_mean(r, clip_window(r.size, 0.05, 3, 10))
+    r0 = float(np.median(r[initial_window(r.size, cfg)]))
+    _, late = edge_windows(r.size, cfg.edge_fraction, cfg.min_window_points)
+    k = int(np.argmax(smooth[: late.start])) if late.start > 0 else 0
+    peak, r1 = float(smooth[k]), float(np.median(r[late]))
+    noise = float(np.std(np.diff(r)) / np.sqrt(2.0))
+    gain = peak - r0
+    lost = (peak - r1) / gain if gain > 0 else float("nan")
+    e = make_evidence("reward_mean", np.r_[s[k], s[late]], "fraction of the reward gain lost by the end", lost,
+                      cfg.collapse_lost_fraction, ">=", kind="fraction")
+    z = gain / noise if noise > 0 else (np.inf if gain > 0 else 0.0)
+    if e.triggered and z < cfg.collapse_min_rise_sd:
+        e = e._replace(triggered=False, score=0.0,
+                       statistic=e.statistic + f" [gain {z:.2g} noise sd < {cfg.collapse_min_rise_sd:g}]")
+    elif e.triggered:
+        e = e._replace(score=float(np.clip(lost, 0.0, 1.0)))
+        episodes.append((float(s[k]), float(s[-1])))
+    return [e, make_evidence("reward_mean", s[k:k + 1], "smoothed reward peak", peak),
+            make_evidence("reward_mean", s, "gain before the peak in per-step noise sd", float(z))]
 
 
 def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
@@ -120,11 +152,14 @@ def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
             for k, (a, b) in enumerate(g["blocks"]):
                 mask[a:b] = big[k]
             episodes += episodes_from_mask(s, mask, min_len=2)
+    if run.count("reward_mean") >= cfg.min_points:
+        ev += _collapse_evidence(run, cfg, episodes)
     if run.count("grad_norm") >= cfg.min_points:
         used.append("grad_norm")
         s, g = run.series("grad_norm")
         s, g = s[np.isfinite(g)], g[np.isfinite(g)]
-        early, late = edge_windows(g.size, cfg.edge_fraction, cfg.min_window_points)
+        early = early_window(g.size, cfg)
+        _, late = edge_windows(g.size, cfg.edge_fraction, cfg.min_window_points)
         g0, g1 = float(np.median(g[early])), float(np.median(g[late]))
         ratio = float("nan") if g0 <= 0 else g1 / g0
         ev.append(make_evidence("grad_norm", np.r_[s[early], s[late]], "late/early median ratio", ratio,

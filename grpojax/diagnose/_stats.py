@@ -14,7 +14,7 @@ from scipy import stats
 
 from grpojax.logs import moving_average
 
-__all__ = ["edge_windows", "centred_mean", "Slope", "ols_slope", "robust_scale", "episodes_from_mask", "lag1_autocorr"]
+__all__ = ["edge_windows", "early_window", "initial_window", "clip_window", "centred_mean", "Slope", "ols_slope", "robust_scale", "episodes_from_mask", "lag1_autocorr"]
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -25,6 +25,23 @@ def edge_windows(n: int, fraction: float, min_points: int) -> tuple[slice, slice
     w = max(min_points, int(round(fraction * n)))
     w = min(w, max(n // 2, 1))
     return slice(0, w), slice(n - w, n)
+
+
+def clip_window(n: int, fraction: float, lo: int, hi: int) -> int:
+    """``round(fraction * n)`` points, clipped to ``[lo, hi]`` and to at most ``n``."""
+    return int(max(1, min(n, max(lo, min(hi, int(round(fraction * n)))))))
+
+
+def early_window(n: int, cfg) -> slice:
+    """The early reference window: the first ``min(early_points, edge_fraction * n)`` points, at least
+    ``min_window_points`` -- a fixed number of points once the run is long enough, never a growing
+    fraction of it."""
+    return slice(0, min(clip_window(n, cfg.edge_fraction, cfg.min_window_points, cfg.early_points), max(n // 2, 1)))
+
+
+def initial_window(n: int, cfg) -> slice:
+    """The first ``initial_points`` points (at most half of the run): a curve's initial level."""
+    return slice(0, max(1, min(cfg.initial_points, max(n // 2, 1))))
 
 
 def centred_mean(y: np.ndarray, window: int) -> np.ndarray:

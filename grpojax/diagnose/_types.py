@@ -26,6 +26,11 @@ import numpy as np
 VERDICTS = ("detected", "not_detected", "insufficient_data")
 VALIDITY_VERDICTS = ("valid", "violated", "insufficient_data")
 MODES = ("reward_hacking", "advantage_degeneracy", "policy_concentration", "dynamical_instability")
+"""The four failure modes of the oscillator model."""
+HEALTH_MODES = ("length_pathology", "learning_plateau", "clip_saturation", "kl_drift", "gradient_spikes",
+                "reward_imbalance")
+"""Training-health detectors next to the four modes (same verdicts, severity and evidence)."""
+ALL_MODES = MODES + HEALTH_MODES
 VALIDITY = "mean_field_validity"
 
 
@@ -148,6 +153,9 @@ class ModeResult:
         episodes: ``[(first_step, last_step), ...]`` where the failure is visible (shaded in figures).
         panel_data: arrays the figure panel draws (steps, series, fitted curves); drawn by
             :func:`grpojax.plot.draw_panel`.
+        advice: "what to change", one or two sentences (empty unless detected); derived from the
+            oscillator model where it can be (a learning rate or lag that restores damping, a group
+            size that keeps zero-variance groups rare).
     """
 
     mode: str
@@ -157,6 +165,7 @@ class ModeResult:
     reason: str = ""
     episodes: tuple[tuple[float, float], ...] = ()
     panel_data: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    advice: str = ""
 
     @property
     def level(self) -> str:
@@ -176,6 +185,7 @@ class ModeResult:
             "severity": round(float(self.severity), 4),
             "level": self.level,
             "reason": self.reason,
+            "advice": self.advice,
             "episodes": [list(e) for e in self.episodes],
             "evidence": [
                 {**e._asdict(), "step_range": list(e.step_range), "text": e.describe()}
@@ -206,10 +216,16 @@ class Diagnosis:
         """The failure modes with verdict ``detected``."""
         return tuple(m for m in MODES if m in self.results and self.results[m].verdict == "detected")
 
+    @property
+    def findings(self) -> tuple[str, ...]:
+        """Every detector (the four modes and the training-health checks) with verdict ``detected``."""
+        return tuple(m for m in ALL_MODES if m in self.results and self.results[m].verdict == "detected")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run": self.run,
             "detected": list(self.detected),
+            "findings": list(self.findings),
             "results": {m: r.to_dict() for m, r in self.results.items()},
             "config": self.config,
         }

@@ -130,13 +130,40 @@ def _series(run: RunLog, col: str):
     return (s[keep], v[keep]) if keep.any() else None
 
 
-def diagnosis_dashboard(run: RunLog, diagnosis: Diagnosis, path: str | pathlib.Path | None = None):
+def forecast_band(forecast):
+    """``(steps, median, lo, hi)`` arrays of a reward forecast, or ``None``.
+
+    Args:
+        forecast: a :class:`grpojax.fit.WindowForecast` (its ``band`` when it has one, else its window
+            mean and interval drawn over the target window), a ``(steps, median, lo, hi)`` tuple, or
+            ``None``.
+    """
+    if forecast is None:
+        return None
+    if isinstance(forecast, tuple) and len(forecast) == 4:
+        return tuple(np.asarray(a, float) for a in forecast)
+    band = getattr(forecast, "band", None)
+    if band:
+        return tuple(np.asarray(band[k], float) for k in ("steps", "median", "lo", "hi"))
+    window = getattr(forecast, "window", None)
+    if window is not None and np.isfinite(getattr(forecast, "mean", np.nan)):
+        s = np.asarray(window, float)
+        return s, np.full(2, forecast.mean), np.full(2, forecast.lo), np.full(2, forecast.hi)
+    raise ValueError(f"forecast must be a WindowForecast, a (steps, median, lo, hi) tuple or None, "
+                     f"got {type(forecast).__name__}")
+
+
+def diagnosis_dashboard(run: RunLog, diagnosis: Diagnosis, path: str | pathlib.Path | None = None, *,
+                        forecast=None):
     """The run dashboard: metric panels with detected episodes shaded, plus the detector panels.
 
     Args:
         run: the :class:`grpojax.logs.RunLog` that was diagnosed.
         diagnosis: the :class:`grpojax.diagnose.Diagnosis` of that run.
         path: where to save the PNG (``None``: do not save).
+        forecast: a reward forecast drawn as a band over the observed curve: a
+            :class:`grpojax.fit.WindowForecast` (``grpojax.fit.forecast_window``) or ``(steps, median,
+            lo, hi)`` arrays; ``None`` draws none.
 
     Returns:
         The matplotlib ``Figure``.
@@ -162,6 +189,14 @@ def diagnosis_dashboard(run: RunLog, diagnosis: Diagnosis, path: str | pathlib.P
     val = res.get("mean_field_validity")
     if val is not None and "fit" in val.panel_data:
         ax.plot(*val.panel_data["fit"], "--", color="k", lw=1.5, label="three-phase law (fitted)")
+    band = forecast_band(forecast)
+    if band is not None:
+        fs, fp, flo, fhi = (np.asarray(a, float) for a in band)
+        ok = np.isfinite(flo) & np.isfinite(fhi)
+        if ok.any():
+            ax.fill_between(fs[ok], flo[ok], fhi[ok], color="tab:purple", alpha=0.2, lw=0,
+                            label="forecast 90% band")
+        ax.plot(fs, fp, ":", color="tab:purple", lw=1.3, label="forecast")
     ax.set_ylabel("reward")
     ax.set_title("reward", fontsize=10)
     # 2..6 single metrics
@@ -197,8 +232,8 @@ def diagnosis_dashboard(run: RunLog, diagnosis: Diagnosis, path: str | pathlib.P
         else:
             ax.set_visible(False)
     axes[3, 2].axis("off")
-    lines = [f"{MODE_LABELS[m]}: {res[m].verdict}" + (f" ({res[m].severity:.2f})" if res[m].detected else "")
-             for m in list(MODE_COLORS) + ["mean_field_validity"] if m in res]
+    lines = [f"{MODE_LABELS.get(m, m.replace('_', ' '))}: {r_.verdict}" + (f" ({r_.severity:.2f})" if r_.detected else "")
+             for m, r_ in res.items()]
     axes[3, 2].text(0.0, 1.0, "\n".join(lines), va="top", family="monospace", fontsize=9,
                     transform=axes[3, 2].transAxes)
     handles = [Patch(color=c, alpha=0.3, label=MODE_LABELS[m] + " (detected)")

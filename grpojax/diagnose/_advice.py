@@ -1,0 +1,179 @@
+""""What to change" for each detected finding.
+
+Where the oscillator model says something quantitative the advice is computed from it:
+
+- advantage degeneracy: a group of G answers with pass rate p carries no signal with probability
+  p^G + (1 - p)^G; the advice gives the smallest G that keeps that below ``zero_std_target`` at the
+  run's late pass rate (estimated from ``frac_zero_std`` and the logged group size, or from a reward
+  in [0, 1]);
+- dynamical instability: damping vanishes at eta K_d tau = 1 - mu (:mod:`grpojax.dynamics`); with the
+  curvature in the log's meta the exact critical learning rate and lag come from
+  :func:`grpojax.dynamics.critical_eta` / :func:`grpojax.dynamics.critical_k_ref`, otherwise the
+  advice names the product eta x K_ref of the logged hyperparameters that has to fall.
+
+The other texts are the standard remedies, with the run's own numbers in them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from grpojax.logs import RunLog
+
+__all__ = ["zero_std_fraction", "pass_rate_from_zero_std", "group_size_for", "degeneracy", "instability",
+           "concentration", "hacking", "length", "plateau", "clip", "kl", "grad", "components"]
+
+
+def zero_std_fraction(p: float, g: int) -> float:
+    """Probability that a group of ``g`` Bernoulli(``p``) rewards has zero variance: p^g + (1-p)^g."""
+    return float(p ** g + (1.0 - p) ** g)
+
+
+def pass_rate_from_zero_std(frac: float, g: int) -> float:
+    """The pass rate p >= 1/2 whose zero-variance fraction at group size ``g`` is ``frac`` (bisection)."""
+    if not (0.0 <= frac <= 1.0) or g < 2:
+        return float("nan")
+    lo, hi = 0.5, 1.0
+    if frac <= zero_std_fraction(0.5, g):
+        return 0.5
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if zero_std_fraction(mid, g) < frac else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def group_size_for(p: float, target: float, g_max: int = 1024) -> int | None:
+    """Smallest group size G >= 2 with p^G + (1-p)^G <= ``target``; None when none up to ``g_max``."""
+    if not np.isfinite(p) or not 0 < target < 1:
+        return None
+    for g in range(2, g_max + 1):
+        if zero_std_fraction(p, g) <= target:
+            return g
+    return None
+
+
+def _meta_num(run: RunLog, *keys: str) -> float | None:
+    for k in keys:
+        v = run.meta.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v):
+            return float(v)
+    return None
+
+
+def _ev(result, metric: str, prefix: str) -> float:
+    for e in result.evidence:
+        if e.metric == metric and e.statistic.startswith(prefix):
+            return float(e.value)
+    return float("nan")
+
+
+def degeneracy(result, run: RunLog, target: float) -> str:
+    g = _meta_num(run, "group_size")
+    frac = _ev(result, "frac_zero_std", "late mean")
+    p = float("nan")
+    if g is not None and np.isfinite(frac):
+        p = pass_rate_from_zero_std(frac, int(g))
+    elif run.count("reward_mean"):
+        _, r = run.series("reward_mean")
+        r = r[np.isfinite(r)]
+        late = r[-max(3, r.size // 10):]
+        if late.size and 0 <= np.min(r) and np.max(r) <= 1:
+            p = float(np.mean(late))
+            p = max(p, 1 - p)
+    if not np.isfinite(p):
+        return ("Most groups carry no learning signal: raise the group size G, filter prompts the policy "
+                "always (or never) solves, or make the reward less binary.")
+    g_new = group_size_for(p, target)
+    now = f" (now {int(g)})" if g is not None else ""
+    if g_new is None or p >= 0.999:
+        return (f"At pass rate p = {p:.3f} nearly every group is solved: no group size helps; drop solved "
+                f"prompts (dynamic sampling) or move to harder data.")
+    return (f"At the late pass rate p = {p:.3f}, p^G + (1-p)^G <= {target:g} needs G >= {g_new}{now}; "
+            f"or filter always-solved prompts.")
+
+
+def instability(result, run: RunLog) -> str:
+    eta = _meta_num(run, "lr", "learning_rate")
+    k_ref = _meta_num(run, "k_ref", "epochs_per_rollout", "num_iterations", "ppo_epochs")
+    mu = _meta_num(run, "momentum", "mu", "beta1")
+    curv = _meta_num(run, "curvature")
+    if eta is not None and k_ref is not None and curv is not None:
+        from grpojax.dynamics import critical_eta, critical_k_ref  # noqa: PLC0415
+
+        m = 0.0 if mu is None else mu
+        e_star = float(np.asarray(critical_eta(m, k_ref, curv)))
+        k_star = float(np.asarray(critical_k_ref(eta, m, curv)))
+        return (f"Damping vanishes at eta* = {e_star:.3g} for K_ref = {k_ref:g} (now eta = {eta:.3g}), or at "
+                f"K_ref* = {k_star:.3g} for this eta: stay below both, with margin.")
+    parts = []
+    if eta is not None:
+        parts.append(f"lr {eta:.3g}")
+    if k_ref is not None:
+        parts.append(f"K_ref {k_ref:g} updates per rollout")
+    now = f" (now {', '.join(parts)})" if parts else ""
+    return (f"Damping C = (1 - mu) - eta K_d tau is gone: lower the product lr x K_ref{now}, e.g. halve "
+            f"it; fewer updates per rollout shorten the lag tau.")
+
+
+def concentration(result, run: RunLog) -> str:
+    ratio = _ev(result, "entropy", "late/initial")
+    return (f"Entropy fell to {ratio:.2g} of its initial level while the reward was still rising: add a KL "
+            f"anchor (beta > 0) or an entropy bonus, or raise the upper clip (eps_high ~0.28).")
+
+
+def hacking(result, run: RunLog) -> str:
+    seg = result.panel_data.get("segment")
+    at = f" at step {seg[0]:g}" if seg else ""
+    return (f"Eval stopped improving{at} while train reward rose: keep that checkpoint and check the reward "
+            f"function for a proxy the policy exploits.")
+
+
+def length(result, run: RunLog) -> str:
+    trig = [e for e in result.evidence if e.triggered]
+    if any(e.metric == "response_clip_frac" or "cap" in e.statistic for e in trig):
+        v = max((e.value for e in trig if e.metric == "response_clip_frac"), default=float("nan"))
+        share = f"{v:.0%} of completions" if np.isfinite(v) else "completions"
+        return (f"{share} hit the length cap: raise the max completion length, or mask/penalise "
+                f"truncated completions (overlong shaping).")
+    return ("The response length collapsed: the policy found a degenerate short answer; lower lr or "
+            "updates per rollout and check the format reward.")
+
+
+def plateau(result, col: str) -> str:
+    best = _ev(result, col, "best step")
+    val = _ev(result, col, "best smoothed value")
+    g = _ev(result, col, "gain over the trailing stretch")
+    half = _ev(result, col, "95% CI half-width")
+    a, b = result.panel_data.get("plateau", (float("nan"), float("nan")))
+    return (f"Stop here: best {col} {val:.3g} at step {best:g}; steps {a:g}-{b:g} gained {g:+.3g} "
+            f"(95% CI +-{half:.2g}). Change lr, data or reward before spending more steps.")
+
+
+def clip(result, run: RunLog) -> str:
+    v = _ev(result, "clip_frac", "peak")
+    k_ref = _meta_num(run, "epochs_per_rollout", "num_iterations", "ppo_epochs")
+    now = f" (now {k_ref:g})" if k_ref is not None else ""
+    return (f"{v:.0%} of tokens hit the ratio clip: each update moves the policy too far; lower lr or the "
+            f"updates per rollout{now}.")
+
+
+def kl(result, run: RunLog) -> str:
+    beta = _meta_num(run, "kl_coef", "beta", "kl_beta")
+    now = f" (now {beta:g})" if beta is not None else ""
+    return (f"The policy keeps drifting from its reference: raise the KL coefficient beta{now} or lower lr; "
+            f"reset the reference if the drift is intended.")
+
+
+def grad(result, run: RunLog, g: np.ndarray) -> str:
+    g = np.asarray(g, float)
+    g = g[np.isfinite(g) & (g > 0)]
+    cap = f" at ~{np.percentile(g, 99):.3g} (99th percentile)" if g.size else ""
+    return f"Clip the gradient norm{cap} and lower lr; check the steps of the spikes for bad batches."
+
+
+def components(result, top: str, flat: list[str], share: float) -> str:
+    if flat:
+        return (f"Reward component(s) {', '.join(flat)} never change: they add no signal; fix or drop "
+                f"them.")
+    return (f"{top} carries {share:.0%} of the reward variance: the other components barely steer "
+            f"training; rescale them.")

@@ -1,0 +1,352 @@
+"""Training-health detectors next to the four failure modes.
+
+Each returns a :class:`~grpojax.diagnose.ModeResult` (verdict, severity, evidence with metric, step
+range, statistic and threshold) like the four modes, and a "what to change" text
+(:mod:`grpojax.diagnose._advice`). Thresholds are in :class:`~grpojax.diagnose.DiagnoseConfig`.
+
+- ``length_pathology``: completions truncated at the length cap (11-point running median of
+  ``response_clip_frac`` >= ``truncation_frac``), the mean response length at the cap (when the
+  log's meta gives it), or the length collapsed (late / initial median <= ``length_collapse_ratio``).
+- ``learning_plateau``: the monitored reward (``eval_reward`` when it has >= 8 points, else
+  ``reward_mean``) gained nothing over a trailing stretch of >= ``plateau_fraction`` of the run: the
+  95 % upper confidence bound of the stretch's least-squares gain is below ``plateau_min_gain`` x the
+  curve's range (or 1.5 per-step noise standard deviations, whichever is larger). Reports the best
+  step (maximum of the smoothed curve): where to stop.
+- ``clip_saturation``: 5-point running median of ``clip_frac`` >= ``clip_frac_high``.
+- ``kl_drift``: late median ``kl`` >= ``kl_bound``, or the KL still grows in the last third of the
+  run at >= ``kl_growth_ratio`` of its whole-run rate (slope t >= ``kl_growth_t``, level >=
+  ``kl_min_level``).
+- ``gradient_spikes``: a grad norm >= ``grad_spike_z`` robust standard deviations (1.4826 x the 21-point running
+  median absolute residual) above the 11-point running median of log grad norm and >= ``grad_spike_ratio`` times that median; a
+  non-finite grad norm is a spike.
+- ``reward_imbalance``: with >= 2 reward components logged, one carries >= ``component_share`` of
+  their summed variance, or one never changes.
+
+Every window is a fixed number of points or a trailing stretch, never a fraction used as a baseline.
+Non-finite values are dropped and reported (information), except for the grad norm, where an infinite
+norm is evidence of a spike.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from scipy import ndimage, stats
+
+from grpojax.diagnose import _advice
+from grpojax.diagnose._config import DiagnoseConfig
+from grpojax.diagnose._stats import centred_mean, clip_window, edge_windows, episodes_from_mask, initial_window
+from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
+from grpojax.logs import RunLog
+
+__all__ = ["detect_length_pathology", "detect_learning_plateau", "detect_clip_saturation", "detect_kl_drift",
+           "detect_gradient_spikes", "detect_reward_imbalance", "reward_components"]
+
+_RUN_MED = 5  # points of the running median that ignores single-step spikes
+_TRUNC_MED = 11  # points of the running median of response_clip_frac: sustained truncation
+_SCALE_WINDOW = 21  # points of the running MAD that scales the z-score
+_SPIKE_WINDOW = 11  # points of the running median a grad-norm spike is compared with
+_EVAL_MIN = 8  # eval points needed for the plateau detector to watch eval_reward
+
+
+def _insufficient(mode: str, what: str, run: RunLog, cols: tuple[str, ...]) -> ModeResult:
+    has = ", ".join(f"{c}: {run.count(c)}" for c in cols)
+    return ModeResult(mode, "insufficient_data", reason=f"needs {what} (has {has})")
+
+
+def _finite(run: RunLog, col: str, ev: list[Evidence]) -> tuple[np.ndarray, np.ndarray]:
+    """Finite points of ``col``; non-finite ones are dropped and reported as information."""
+    s, v = run.series(col)
+    bad = ~np.isfinite(v)
+    if bad.any():
+        ev.append(make_evidence(col, s[bad], "non-finite values (ignored)", float(bad.sum())))
+    return s[~bad], v[~bad]
+
+
+def _running_median(v: np.ndarray, k: int) -> np.ndarray:
+    return ndimage.median_filter(v, size=max(1, min(k, v.size)), mode="mirror")  # no repeated edge value
+
+
+def _finish(mode: str, ev, episodes, panel, advice_fn, **kw) -> ModeResult:
+    res = finish_result(mode, ev, episodes, panel, **kw)
+    if res.detected:
+        import dataclasses  # noqa: PLC0415
+
+        res = dataclasses.replace(res, advice=advice_fn(res))
+    return res
+
+
+# ----------------------------------------------------------------------------- length
+
+
+def detect_length_pathology(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
+    """Truncation at the length cap or a collapsed response length."""
+    mode = "length_pathology"
+    ev: list[Evidence] = []
+    episodes: list[tuple[float, float]] = []
+    panel: dict = {}
+    have_clip = run.count("response_clip_frac") >= cfg.min_points
+    have_len = run.count("response_length") >= cfg.min_points
+    if have_clip:
+        s, c = _finite(run, "response_clip_frac", ev)
+        if c.size >= cfg.min_points:
+            med = _running_median(c, _TRUNC_MED)
+            k = int(np.argmax(med))
+            lo, hi = max(0, k - _TRUNC_MED // 2), min(c.size, k + _TRUNC_MED // 2 + 1)
+            ev.append(make_evidence("response_clip_frac", s[lo:hi], f"peak {_TRUNC_MED}-point running median",
+                                    float(med[k]), cfg.truncation_frac, ">=", kind="fraction"))
+            _, late = edge_windows(c.size, cfg.edge_fraction, cfg.min_window_points)
+            ev.append(make_evidence("response_clip_frac", s[late], "late median", float(np.median(c[late]))))
+            episodes += episodes_from_mask(s, med >= cfg.truncation_frac, min_len=2)
+            panel["response_clip_frac"] = (s, c)
+    if have_len:
+        s, length = _finite(run, "response_length", ev)
+        if length.size >= cfg.min_points:
+            head = initial_window(length.size, cfg)
+            _, late = edge_windows(length.size, cfg.edge_fraction, cfg.min_window_points)
+            l0, l1 = float(np.median(length[head])), float(np.median(length[late]))
+            ratio = l1 / l0 if l0 > 0 else float("nan")
+            ev.append(make_evidence("response_length", np.r_[s[head], s[late]], "late/initial median ratio",
+                                    ratio, cfg.length_collapse_ratio, "<=", kind="ratio"))
+            cap = _length_cap(run)
+            if cap is not None:
+                ev.append(make_evidence("response_length", s[late], f"late median / length cap {cap:g}",
+                                        l1 / cap, 0.95, ">=", kind="fraction"))
+            if ev[-1].triggered or (ratio <= cfg.length_collapse_ratio):
+                episodes.append((float(s[late][0]), float(s[-1])))
+            panel["response_length"] = (s, length)
+    if not panel:
+        return _insufficient(mode, f">= {cfg.min_points} finite points of response_clip_frac or response_length",
+                             run, ("response_clip_frac", "response_length"))
+    return _finish(mode, ev, episodes, panel, lambda r: _advice.length(r, run))
+
+
+def _length_cap(run: RunLog) -> float | None:
+    for k in ("max_completion_length", "max_response_length", "max_new_tokens", "max_tokens"):
+        v = run.meta.get(k)
+        if isinstance(v, (int, float)) and v > 0:
+            return float(v)
+    return None
+
+
+# ----------------------------------------------------------------------------- plateau
+
+
+def _gain(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares gain over ``x``'s span and its standard error."""
+    r = stats.linregress(x, y)
+    span = float(x[-1] - x[0])
+    return float(r.slope) * span, float(r.stderr) * span
+
+
+def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
+    """Learning plateau: a trailing flat stretch, with the best step (where to stop)."""
+    mode = "learning_plateau"
+    use_eval = run.count("eval_reward") >= _EVAL_MIN
+    col = "eval_reward" if use_eval else "reward_mean"
+    need = _EVAL_MIN if use_eval else 2 * cfg.plateau_min_points
+    if run.count(col) < need:
+        return _insufficient(mode, f">= {need} points of reward_mean or eval_reward", run,
+                             ("reward_mean", "eval_reward"))
+    ev: list[Evidence] = []
+    s, y = _finite(run, col, ev)
+    n = y.size
+    if n < need:
+        return _insufficient(mode, f">= {need} finite points of {col}", run, (col,))
+    smooth = centred_mean(y, clip_window(n, 0.05, 3, 10))
+    noise = float(np.std(np.diff(y)) / np.sqrt(2.0))
+    rng = float(np.ptp(smooth))
+    bound = max(cfg.plateau_min_gain * rng, 1.5 * noise)
+    min_len = int(min(cfg.plateau_min_points, max(4, n // 3)))  # sparse eval: a third of its points
+    starts = range(0, n - min_len + 1, max(1, n // 200))
+    best_start, best = None, (float("nan"), float("nan"))
+    for i in starts:  # the longest trailing stretch whose gain is bounded (first hit = longest)
+        g, se = _gain(s[i:].astype(float), y[i:])
+        if g + 1.96 * se <= bound:
+            best_start, best = i, (g, se)
+            break
+    if best_start is None:
+        i = n - min_len
+        best_start, best = i, _gain(s[i:].astype(float), y[i:])
+    i = best_start
+    g, se = best
+    share = (n - i) / n
+    seg = s[i:]
+    ev.append(make_evidence(col, seg, "gain over the trailing stretch, 95% upper bound", g + 1.96 * se, bound,
+                            "<=", kind="gate"))
+    e = make_evidence(col, seg, "trailing flat stretch / run (points)", share, cfg.plateau_fraction, ">=",
+                      kind="fraction")
+    if e.triggered and n - i < min_len:
+        e = e._replace(triggered=False, score=0.0)
+    ev.append(e)
+    k = int(np.argmax(smooth))
+    ev.append(make_evidence(col, s[k:k + 1], "best step (maximum of the smoothed curve)", float(s[k])))
+    ev.append(make_evidence(col, s[k:k + 1], "best smoothed value", float(smooth[k])))
+    ev.append(make_evidence(col, seg, "gain over the trailing stretch", g))
+    ev.append(make_evidence(col, seg, "95% CI half-width of that gain", 1.96 * se))
+    panel = {col: (s, y), "smooth": (s, smooth), "best_step": float(s[k]), "plateau": (float(seg[0]), float(seg[-1])),
+             "column": col}
+    return _finish(mode, ev, [(float(seg[0]), float(seg[-1]))], panel, lambda r: _advice.plateau(r, col),
+                   require_all=True)
+
+
+# ----------------------------------------------------------------------------- clip
+
+
+def detect_clip_saturation(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
+    """Clip saturation: the PPO ratio clip is hit on a large fraction of tokens."""
+    mode = "clip_saturation"
+    if run.count("clip_frac") < cfg.min_points:
+        return _insufficient(mode, f">= {cfg.min_points} points of clip_frac", run, ("clip_frac",))
+    ev: list[Evidence] = []
+    s, c = _finite(run, "clip_frac", ev)
+    if c.size < cfg.min_points:
+        return _insufficient(mode, f">= {cfg.min_points} finite points of clip_frac", run, ("clip_frac",))
+    med = _running_median(c, _RUN_MED)
+    k = int(np.argmax(med))
+    lo, hi = max(0, k - _RUN_MED // 2), min(c.size, k + _RUN_MED // 2 + 1)
+    ev.append(make_evidence("clip_frac", s[lo:hi], f"peak {_RUN_MED}-point running median", float(med[k]),
+                            cfg.clip_frac_high, ">=", kind="fraction"))
+    _, late = edge_windows(c.size, cfg.edge_fraction, cfg.min_window_points)
+    ev.append(make_evidence("clip_frac", s[late], "late median", float(np.median(c[late]))))
+    episodes = episodes_from_mask(s, med >= cfg.clip_frac_high, min_len=2)
+    return _finish(mode, ev, episodes, {"clip_frac": (s, c)}, lambda r: _advice.clip(r, run))
+
+
+# ----------------------------------------------------------------------------- KL
+
+
+def detect_kl_drift(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
+    """KL to the reference above a bound, or still growing at the end of the run."""
+    mode = "kl_drift"
+    if run.count("kl") < cfg.min_points:
+        return _insufficient(mode, f">= {cfg.min_points} points of kl", run, ("kl",))
+    ev: list[Evidence] = []
+    s, kl = _finite(run, "kl", ev)
+    n = kl.size
+    if n < cfg.min_points:
+        return _insufficient(mode, f">= {cfg.min_points} finite points of kl", run, ("kl",))
+    _, late = edge_windows(n, cfg.edge_fraction, cfg.min_window_points)
+    level = float(np.median(kl[late]))
+    ev.append(make_evidence("kl", s[late], "late median (nats)", level, cfg.kl_bound, ">=", kind="ratio"))
+    med = _running_median(kl, _RUN_MED)
+    x = s.astype(float)
+    whole = stats.linregress(x, med)
+    third = slice(n - max(n // 3, 3), n)
+    tail = stats.linregress(x[third], med[third])
+    t_tail = float(tail.slope / tail.stderr) if tail.stderr > 0 else (np.inf if tail.slope > 0 else 0.0)
+    ratio = float(tail.slope / whole.slope) if whole.slope > 0 else float("nan")
+    e = make_evidence("kl", s[third], "last-third slope / whole-run slope (running median)", ratio,
+                      cfg.kl_growth_ratio, ">=", kind="gate")
+    gates = []
+    if t_tail < cfg.kl_growth_t:
+        gates.append(f"slope t {t_tail:.2g} < {cfg.kl_growth_t:g}")
+    if level < cfg.kl_min_level:
+        gates.append(f"level {level:.2g} < {cfg.kl_min_level:g}")
+    if e.triggered and gates:
+        e = e._replace(triggered=False, statistic=e.statistic + " [" + "; ".join(gates) + "]")
+    elif e.triggered:
+        e = e._replace(score=float(np.clip(0.5 * ratio, 0.0, 1.0)))
+    ev.append(e)
+    ev.append(make_evidence("kl", s[third], "last-third slope t-statistic", t_tail))
+    episodes = [(float(s[third][0]), float(s[-1]))]
+    return _finish(mode, ev, episodes, {"kl": (s, kl)}, lambda r: _advice.kl(r, run))
+
+
+# ----------------------------------------------------------------------------- gradient
+
+
+def detect_gradient_spikes(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
+    """Gradient-norm spikes: robust z-score of log grad norm against its running median."""
+    mode = "gradient_spikes"
+    if run.count("grad_norm") < cfg.min_points:
+        return _insufficient(mode, f">= {cfg.min_points} points of grad_norm", run, ("grad_norm",))
+    s_all, g_all = run.series("grad_norm")
+    ev: list[Evidence] = []
+    bad = ~np.isfinite(g_all)
+    episodes: list[tuple[float, float]] = []
+    if bad.any():  # an infinite (overflowed) gradient is the strongest spike there is
+        ev.append(make_evidence("grad_norm", s_all[bad], "non-finite grad norms", float(bad.sum()), 1, ">=",
+                                kind="flag"))
+        episodes += [(float(a), float(a)) for a in s_all[bad]]
+    pos = np.isfinite(g_all) & (g_all > 0)
+    s, g = s_all[pos], g_all[pos]
+    if g.size < cfg.min_points:
+        if bad.any():
+            return _finish(mode, ev, episodes, {}, lambda r: _advice.grad(r, run, g))
+        return _insufficient(mode, f">= {cfg.min_points} positive finite grad norms", run, ("grad_norm",))
+    lg = np.log(g)
+    base = _running_median(lg, _SPIKE_WINDOW)
+    resid = lg - base
+    # local robust scale: 1.4826 x the running median of |residual| over a fixed number of points (not the
+    # whole run, whose length would change it)
+    scale = np.maximum(1.4826 * _running_median(np.abs(resid), _SCALE_WINDOW), 0.01)
+    z = resid / scale
+    ratio = np.exp(resid)
+    spike = (z >= cfg.grad_spike_z) & (ratio >= cfg.grad_spike_ratio)
+    k = int(np.argmax(np.where(spike, z, -np.inf))) if spike.any() else int(np.argmax(z))
+    e = make_evidence("grad_norm", s[k:k + 1], f"largest robust z of log grad norm ({_SPIKE_WINDOW}-point median)",
+                      float(z[k]), cfg.grad_spike_z, ">=", kind="zscore")
+    if e.triggered and not spike[k]:
+        e = e._replace(triggered=False, score=0.0,
+                       statistic=e.statistic + f" [only {ratio[k]:.2g}x the median < {cfg.grad_spike_ratio:g}x]")
+    ev.append(e)
+    ev.append(make_evidence("grad_norm", s[k:k + 1], "that grad norm / running median", float(ratio[k])))
+    ev.append(make_evidence("grad_norm", s, "number of spikes", float(spike.sum())))
+    episodes += [(float(a), float(a)) for a in s[spike]]
+    panel = {"grad_norm": (s, g), "spike_steps": s[spike], "median": (s, np.exp(base))}
+    return _finish(mode, ev, episodes, panel, lambda r: _advice.grad(r, run, g))
+
+
+# ----------------------------------------------------------------------------- reward components
+
+_COMPONENT = re.compile(r"^(?:rewards/(?P<a>.+?)(?:/mean)?|reward_(?P<b>.+))$")
+_NOT_COMPONENT = {"reward_mean", "reward_std", "reward_max", "reward_min"}
+
+
+def reward_components(run: RunLog) -> list[str]:
+    """Columns that hold one reward function's mean: ``rewards/<f>/mean``, ``rewards/<f>``,
+    ``reward_<f>`` (not ``reward_mean`` / ``reward_std`` / ``*/std``)."""
+    out = []
+    for c in run.columns:
+        if c in _NOT_COMPONENT or c.endswith("/std") or c.endswith("_std"):
+            continue
+        if _COMPONENT.match(c):
+            out.append(c)
+    return out
+
+
+def detect_reward_imbalance(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
+    """Reward-component imbalance: one component carries the reward's variation, or one never moves."""
+    mode = "reward_imbalance"
+    comps = [c for c in reward_components(run) if run.count(c) >= cfg.min_points]
+    if len(comps) < 2:
+        return ModeResult(mode, "insufficient_data",
+                          reason=f"needs >= 2 reward components with >= {cfg.min_points} points "
+                                 f"(has {len(comps)}: {', '.join(comps) or 'none'})")
+    ev: list[Evidence] = []
+    series = {}
+    for c in comps:
+        s, v = _finite(run, c, ev)
+        if v.size >= cfg.min_points:
+            series[c] = (s, v)
+    if len(series) < 2:
+        return ModeResult(mode, "insufficient_data", reason="fewer than 2 reward components with finite values")
+    var = {c: float(np.var(v)) for c, (_, v) in series.items()}
+    ptp = {c: float(np.ptp(v)) for c, (_, v) in series.items()}
+    total = sum(var.values())
+    top = max(var, key=var.get)
+    steps = np.concatenate([s for s, _ in series.values()])
+    share = var[top] / total if total > 0 else float("nan")
+    ev.append(make_evidence(top, steps, "share of the summed component variance", share, cfg.component_share,
+                            ">=", kind="fraction"))
+    big = max(ptp.values())
+    flat = [c for c in series if big > 0 and ptp[c] <= cfg.component_flat_rel * big]
+    ev.append(make_evidence(",".join(flat) or "components", steps, "components that never change", float(len(flat)),
+                            1, ">=", kind="gate")._replace(score=0.5 if flat else 0.0))
+    for c in series:
+        ev.append(make_evidence(c, series[c][0], "mean (variance share {:.2f})".format(var[c] / total if total else 0),
+                                float(np.mean(series[c][1]))))
+    panel = {"components": series, "flat": flat, "top": top}
+    return _finish(mode, ev, [], panel, lambda r: _advice.components(r, top, flat, share))

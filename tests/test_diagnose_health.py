@@ -1,0 +1,229 @@
+"""Training-health detectors, advice, and verdicts that do not depend on how long a run was logged."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from grpojax.diagnose import (ALL_MODES, DEFAULT_CONFIG, detect_clip_saturation, detect_gradient_spikes,
+                              detect_kl_drift, detect_learning_plateau, detect_length_pathology,
+                              detect_policy_concentration, detect_reward_imbalance, diagnose, group_size_for,
+                              pass_rate_from_zero_std, zero_std_fraction)
+from grpojax.logs import RunLog
+
+CFG = DEFAULT_CONFIG
+
+
+def _run(n=200, seed=0, **cols):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n, dtype=float)
+    base = {"reward_mean": 0.8 - 0.5 * np.exp(-t / 30) + 0.02 * rng.standard_normal(n)}
+    base.update({k: (v(t, rng) if callable(v) else v) for k, v in cols.items()})
+    return RunLog.from_columns(base, name="sim")
+
+
+# ----------------------------------------------------------------------------- detectors
+
+
+def test_truncation_detected_from_clip_fraction_and_collapse_from_length():
+    r = _run(response_clip_frac=lambda t, g: np.where(t > 150, 0.4, 0.01))
+    res = detect_length_pathology(r, CFG)
+    assert res.verdict == "detected" and "length cap" in res.advice
+    e = res.evidence[0]
+    assert e.metric == "response_clip_frac" and e.value == pytest.approx(0.4)
+    assert res.episodes and res.episodes[0][0] == pytest.approx(151, abs=3)
+    r = _run(response_length=lambda t, g: 300 * np.exp(-t / 20) + 5)
+    res = detect_length_pathology(r, CFG)
+    assert res.verdict == "detected" and "collapsed" in res.advice
+    healthy = _run(response_length=lambda t, g: 200 + 0.5 * t, response_clip_frac=lambda t, g: np.full(t.size, 0.01))
+    assert detect_length_pathology(healthy, CFG).verdict == "not_detected"
+
+
+def test_plateau_reports_best_step_and_a_bounded_gain():
+    n = 200
+    t = np.arange(n, dtype=float)
+    y = np.minimum(t / 50, 1.0) + 0.01 * np.random.default_rng(1).standard_normal(n)
+    res = detect_learning_plateau(RunLog.from_columns({"reward_mean": y}), CFG)
+    assert res.verdict == "detected"
+    a, b = res.panel_data["plateau"]
+    assert 35 <= a <= 80 and b == n - 1  # gain <= 5 % of the range: may start just before the knee
+    # independent check of the stretch's gain: least squares on the same points
+    i = int(a)
+    slope = np.polyfit(t[i:], y[i:], 1)[0]
+    gain = [e for e in res.evidence if e.statistic == "gain over the trailing stretch"][0].value
+    assert gain == pytest.approx(slope * (t[-1] - t[i]), rel=1e-6, abs=1e-9)
+    assert "Stop here" in res.advice
+    rising = RunLog.from_columns({"reward_mean": t / n + 0.01 * np.random.default_rng(2).standard_normal(n)})
+    assert detect_learning_plateau(rising, CFG).verdict == "not_detected"
+
+
+def test_clip_kl_gradient_and_components():
+    r = _run(clip_frac=lambda t, g: np.where((t > 50) & (t < 80), 0.5, 0.02))
+    assert detect_clip_saturation(r, CFG).verdict == "detected"
+    assert detect_clip_saturation(_run(clip_frac=np.full(200, 0.02)), CFG).verdict == "not_detected"
+    growing = _run(kl=lambda t, g: 0.001 * t * (1 + 0.05 * g.standard_normal(t.size)))
+    assert detect_kl_drift(growing, CFG).verdict == "detected"
+    saturating = _run(kl=lambda t, g: 0.1 * (1 - np.exp(-t / 20)) + 0.002 * g.standard_normal(t.size))
+    assert detect_kl_drift(saturating, CFG).verdict == "not_detected"
+    big = _run(kl=np.full(200, 3.0))
+    assert detect_kl_drift(big, CFG).verdict == "detected"
+
+    def spiky(t, g):
+        v = 0.5 * np.exp(0.1 * g.standard_normal(t.size))
+        v[120] = 40.0
+        return v
+
+    res = detect_gradient_spikes(_run(grad_norm=spiky), CFG)
+    assert res.verdict == "detected" and res.episodes == ((120.0, 120.0),)
+    quiet = _run(grad_norm=lambda t, g: 0.5 * np.exp(0.1 * g.standard_normal(t.size)))
+    assert detect_gradient_spikes(quiet, CFG).verdict == "not_detected"
+    comps = _run(**{"rewards/format/mean": np.zeros(200), "rewards/answer/mean": lambda t, g: g.random(t.size)})
+    res = detect_reward_imbalance(comps, CFG)
+    assert res.verdict == "detected" and "rewards/format/mean" in res.advice
+    assert detect_reward_imbalance(_run(), CFG).verdict == "insufficient_data"
+
+
+def test_nan_and_inf_inputs():
+    nan = np.full(200, np.nan)
+    for col, fn in (("response_clip_frac", detect_length_pathology), ("clip_frac", detect_clip_saturation),
+                    ("kl", detect_kl_drift), ("grad_norm", detect_gradient_spikes)):
+        assert fn(_run(**{col: nan}), CFG).verdict == "insufficient_data", col
+    assert detect_learning_plateau(RunLog.from_columns({"reward_mean": nan}), CFG).verdict == "insufficient_data"
+    # a single +inf grad norm is a spike (evidence), a single +inf KL is ignored and reported
+    g = np.full(200, 0.5)
+    g[77] = np.inf
+    res = detect_gradient_spikes(_run(grad_norm=g), CFG)
+    assert res.verdict == "detected" and any(e.statistic == "non-finite grad norms" and e.triggered
+                                             for e in res.evidence)
+    k = np.full(200, 0.01)
+    k[50] = np.inf
+    res = detect_kl_drift(_run(kl=k), CFG)
+    assert res.verdict == "not_detected"
+    assert any(e.statistic.startswith("non-finite") and not e.triggered for e in res.evidence)
+
+
+# ----------------------------------------------------------------------------- advice
+
+
+def test_group_size_advice_keeps_zero_variance_groups_under_the_bound():
+    for p in (0.6, 0.8, 0.9, 0.95):
+        g = group_size_for(p, 0.25)
+        assert zero_std_fraction(p, g) <= 0.25 < zero_std_fraction(p, g - 1) or g == 2
+    assert pass_rate_from_zero_std(zero_std_fraction(0.83, 8), 8) == pytest.approx(0.83, abs=1e-6)
+    fz = np.full(200, zero_std_fraction(0.9, 4))
+    run = RunLog.from_columns({"reward_mean": np.full(200, 0.9), "frac_zero_std": fz}, meta={"group_size": 4})
+    d = diagnose(run, validity=False)
+    res = d["advantage_degeneracy"]
+    assert res.verdict == "detected"
+    assert f"G >= {group_size_for(0.9, CFG.zero_std_target)}" in res.advice and "(now 4)" in res.advice
+
+
+def test_instability_advice_uses_the_exact_threshold_when_curvature_is_known():
+    from grpojax.dynamics import critical_eta
+
+    n = 400
+    t = np.arange(n, dtype=float)
+    y = 0.5 + 0.002 * np.exp(t / 45) * np.sin(t / 3)
+    meta = {"lr": 1e-3, "epochs_per_rollout": 4, "curvature": 200.0}
+    d = diagnose(RunLog.from_columns({"reward_mean": y}, meta=meta), validity=False)
+    res = d["dynamical_instability"]
+    assert res.verdict == "detected"
+    e_star = float(critical_eta(0.0, 4.0, 200.0))
+    assert f"{e_star:.3g}" in res.advice
+
+
+# ----------------------------------------------------------------------------- run length
+
+
+def _truncate(run: RunLog, frac: float) -> RunLog:
+    k = max(1, int(len(run) * frac))
+    return dataclasses.replace(run, steps=run.steps[:k], columns={c: v[:k] for c, v in run.columns.items()})
+
+
+def _flat_tail(run: RunLog, factor: int = 3) -> RunLog:
+    """The same run logged ``factor`` times as long: its last 10 % (>= 10 points) repeated (a flat, noisy tail)."""
+    n = len(run)
+    w = min(n - 1, max(10, n // 10))
+    # the window ends one point early: a spike on the very last step is not copied into the tail
+    idx = np.r_[np.arange(n), n - 1 - w + (np.arange((factor - 1) * n) % w)]
+    step = int(np.median(np.diff(run.steps))) if n > 1 else 1
+    steps = np.r_[run.steps, run.steps[-1] + step * np.arange(1, (factor - 1) * n + 1)]
+    return dataclasses.replace(run, steps=steps, columns={c: v[idx] for c, v in run.columns.items()})
+
+
+def _concentrating(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n, dtype=float)
+    ent = 0.02 + 0.37 * np.exp(-t / 3) + 0.003 * rng.standard_normal(n)  # falls 0.39 -> 0.02 within 8 steps
+    rew = 0.9 - 0.5 * np.exp(-t / 40) + 0.01 * rng.standard_normal(n)
+    return RunLog.from_columns({"entropy": ent, "reward_mean": rew}, name="fast-drop")
+
+
+def test_fast_entropy_drop_is_flagged_at_any_logged_length():
+    run = _concentrating()
+    for r in (run, _truncate(run, 0.5), _flat_tail(run, 3)):
+        assert detect_policy_concentration(r, CFG).verdict == "detected", len(r)
+
+
+def test_verl_entropy_collapse_flagged_at_full_length_cut_and_extended(real_logs):
+    from grpojax.logs import read_log
+
+    run = read_log(real_logs / "verl-qwen2-7b-math-gpg.log")
+    # 50 %: the first 105 of 210 steps, entropy already 0.03 (a 2 %-of-the-run baseline missed this run
+    # once it was logged 3x as long)
+    for r in (run, _truncate(run, 0.5), _flat_tail(run, 3), _flat_tail(run, 6)):
+        assert diagnose(r, validity=False)["policy_concentration"].verdict == "detected", len(r)
+
+
+# a flat tail adds a plateau and ends any growth: evidence added or removed, not a baseline effect
+_SKIP_TAIL = {"learning_plateau", "kl_drift"}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_simulated_verdicts_survive_a_flat_tail(seed):
+    n = 240
+    rng = np.random.default_rng(seed)
+    t = np.arange(n, dtype=float)
+    g = 0.4 * np.exp(0.1 * rng.standard_normal(n))
+    g[60] = 30.0
+    run = RunLog.from_columns({
+        "reward_mean": 0.8 - 0.5 * np.exp(-t / 30) + 0.02 * rng.standard_normal(n),
+        "reward_std": 0.3 + 0.01 * rng.standard_normal(n), "entropy": 0.05 + 0.5 * np.exp(-t / 10),
+        "grad_norm": g, "kl": 0.0005 * t, "clip_frac": np.where(t < 30, 0.3, 0.02),
+        "response_clip_frac": np.where(t > 100, 0.3, 0.0)}, name="sim")
+    full = diagnose(run, validity=False)
+    long = diagnose(_flat_tail(run, 3), validity=False)
+    for m in ALL_MODES:
+        if m not in _SKIP_TAIL:
+            assert full[m].verdict == long[m].verdict, m
+
+
+def test_real_verdicts_survive_a_flat_tail_and_early_evidence_survives_truncation(real_runs, real_logs):
+    import importlib.util
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("drr", root / "experiments" / "diagnose_real_runs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    runs = mod.load_runs(real_runs, real_logs)
+    assert len(runs) >= 37
+    changed, lost = [], []
+    for run in runs:
+        full = diagnose(run, validity=False)
+        long = diagnose(_flat_tail(run, 2), validity=False)
+        half = diagnose(_truncate(run, 0.5), validity=False)
+        mid = run.steps[len(run) // 2 - 1]
+        for m in ALL_MODES:
+            if m not in _SKIP_TAIL and full[m].verdict != long[m].verdict:
+                changed.append((run.name, m, full[m].verdict, long[m].verdict))
+            # evidence that ended in the first 40 % of the run is still there in its first half
+            res = full[m]
+            if (m in ("policy_concentration", "clip_saturation", "gradient_spikes") and res.detected
+                    and res.episodes and max(b for _, b in res.episodes) <= 0.8 * mid):
+                if not half[m].detected:
+                    lost.append((run.name, m))
+    assert not changed, changed
+    assert not lost, lost
