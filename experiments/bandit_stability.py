@@ -1,6 +1,6 @@
 """Two-arm softmax bandit: measured vs exact vs closed-form stability, the oscillatory transition, G laws.
 
-Sections (all on the exact two-arm reduction, DESIGN.md §3; plateau p* = 0.8 set by the KL anchor β with
+Sections (all on the exact two-arm reduction; plateau p* = 0.8 set by the KL anchor β with
 π_ref = 0.5, ``grpo`` advantages, stale gradient):
 
 A. Stability threshold: η/η*_exact swept around 1 for μ ∈ {0.9, 0.99}, K_ref ∈ {2, 4, 8, 16}, both lag
@@ -24,13 +24,12 @@ variance_vs_G.png, mean_trajectories.png.
 
 from __future__ import annotations
 
-import argparse
-import json
-import pathlib
 import time
 
 import jax
 import numpy as np
+
+from grpojax._experiment import Claim, experiment_parser, parse_args, print_claims, write_summary
 
 NAME = "bandit_stability"
 
@@ -215,12 +214,8 @@ def section_phase(quick: bool) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog=NAME, description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small grids (≤ 150 s on 2 CPU cores)")
-    ap.add_argument("--out", default=f"out/{NAME}")
-    args = ap.parse_args(argv)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = parse_args(experiment_parser(NAME, __doc__, quick_help="small grids (≤ 150 s on 2 CPU cores)"), argv)
+    out = args.out
     from grpojax.plot._bandit import amplitude_figure, mean_trajectory_figure, phase_diagram_figure, \
         variance_law_figure
 
@@ -256,60 +251,56 @@ def main(argv=None) -> int:
     ratio_ok = all(0.8 <= r <= 1.2 for r in Cd["ratio"])
     ratio_ok_g = all(0.8 <= r <= 1.2 for r in Cg["ratio"])
     claims = [
-        dict(claim="Constant lag, started at p*: the measured onset of the limit cycle is within 5% of the exact "
-                   "discrete threshold for μ∈{0.9,0.99}, K_ref∈{2,4,8,16}",
-             paper="Instability when K η K_ref > 1 − μ (lag erodes damping)",
-             measured=f"onset/η*−1: {fmt(const, 'measured_error')}; worst {100 * A['worst_constant']:.1f}%. "
-                      f"Hopf extrapolation: {fmt([r for r in const if np.isfinite(r['hopf_error'])], 'hopf_error')}",
-             verdict="confirmed" if A["worst_constant"] <= 0.05 and A["all_finite"] else "refuted"),
-        dict(claim="Closed-form threshold η*=(1−μ)/(K_d K_ref) vs exact (constant lag; reported, not hidden)",
-             paper="C < 0 ⇔ K η K_ref > 1 − μ",
-             measured=f"closed/exact−1: {fmt(const, 'closed_form_error')}",
-             verdict="partial"),
-        dict(claim="Periodic refresh: measured onset vs exact Floquet threshold (τ=(K_ref−1)/2 closed form)",
-             paper=None,
-             measured=f"onset/η*−1: {fmt(per, 'measured_error')}; closed/exact−1: {fmt(per, 'closed_form_error')}",
-             verdict="confirmed" if max(abs(r["measured_error"]) for r in per) <= 0.05 else "partial"),
-        dict(claim="Overdamped→oscillatory boundary (dominant root turns complex) measured on the exact mean-field "
-                   "map within 10% of the exact discrete prediction",
-             paper="ζ = 1 transition",
-             measured=f"worst bracket-midpoint error {100 * B['worst']:.1f}%, worst overshoot-extrapolation error "
-                      f"{100 * B['worst_extrapolated']:.1f}% over {len(B['rows'])} (μ, K_ref, lag)",
-             verdict="confirmed" if B["worst"] <= 0.10 else "refuted"),
-        dict(claim="Stationary variance ∝ 1/G (slope −1±0.1) at level D/(2GCK_eff) within 20% (dr_grpo)",
-             paper="Var(e) = D/(2 G C K_eff)",
-             measured=f"slope {Cd['slope']:.3f} (predicted {Cd['predicted_slope']:.3f}); measured/predicted "
-                      + ", ".join(f"G={g}: {r:.2f}" for g, r in zip(C["G"], Cd["ratio"])) + f" (ηK≤{C['eta_K_max']:.3f})",
-             verdict="confirmed" if abs(Cd["slope"] + 1) <= 0.1 and ratio_ok else "refuted"),
-        dict(claim="grpo (std-normalised) advantages: the same law with the G-dependent σ²(G) of the normalised "
-                   "gradient (steeper than 1/G at small G)",
-             paper=None,
-             measured=f"slope {Cg['slope']:.3f} vs predicted {Cg['predicted_slope']:.3f}; measured/predicted "
-                      + ", ".join(f"G={g}: {r:.2f}" for g, r in zip(C["G"], Cg["ratio"])),
-             verdict="confirmed" if abs(Cg["slope"] - Cg["predicted_slope"]) <= 0.1 and ratio_ok_g else "partial"),
-        dict(claim="Exact finite-G mean field matches the Monte Carlo mean (3 s.e.) and predicts its G-dependence",
-             paper="deterministic trajectory independent of G to leading order",
-             measured="; ".join(f"G={ck['G']}: max|z|={ck['max_abs_z']:.2f}" for ck in D["checks"])
-                      + f"; finite-G predictions G=4 vs 64 differ by up to {D['separation_G4_G64_in_se']:.0f} s.e.; "
-                        f"the G→∞ drift misses the G=4 mean by up to {D['z_infinite_G_drift_at_G4']:.0f} s.e.",
-             verdict="confirmed" if all(ck["max_abs_z"] <= 3 for ck in D["checks"]) else "refuted"),
-        dict(claim="Phase diagram: measured instability (limit cycle/collapse) agrees with the exact prediction",
-             paper=None, measured=f"agreement on {100 * E['stability_agreement']:.0f}% of {len(E['columns']['eta'])} "
-                                  f"rows; regimes {E['counts']}", verdict="partial"),
+        Claim(claim="Constant lag, started at p*: the measured onset of the limit cycle is within 5% of the exact "
+                    "discrete threshold for μ∈{0.9,0.99}, K_ref∈{2,4,8,16}",
+              paper="Instability when K η K_ref > 1 − μ (lag erodes damping)",
+              measured=f"onset/η*−1: {fmt(const, 'measured_error')}; worst {100 * A['worst_constant']:.1f}%. "
+                       f"Hopf extrapolation: {fmt([r for r in const if np.isfinite(r['hopf_error'])], 'hopf_error')}",
+              verdict="confirmed" if A["worst_constant"] <= 0.05 and A["all_finite"] else "refuted"),
+        Claim(claim="Closed-form threshold η*=(1−μ)/(K_d K_ref) vs exact (constant lag; reported, not hidden)",
+              paper="C < 0 ⇔ K η K_ref > 1 − μ",
+              measured=f"closed/exact−1: {fmt(const, 'closed_form_error')}",
+              verdict="partial"),
+        Claim(claim="Periodic refresh: measured onset vs exact Floquet threshold (τ=(K_ref−1)/2 closed form)",
+              paper=None,
+              measured=f"onset/η*−1: {fmt(per, 'measured_error')}; closed/exact−1: {fmt(per, 'closed_form_error')}",
+              verdict="confirmed" if max(abs(r["measured_error"]) for r in per) <= 0.05 else "partial"),
+        Claim(claim="Overdamped→oscillatory boundary (dominant root turns complex) measured on the exact mean-field "
+                    "map within 10% of the exact discrete prediction",
+              paper="ζ = 1 transition",
+              measured=f"worst bracket-midpoint error {100 * B['worst']:.1f}%, worst overshoot-extrapolation error "
+                       f"{100 * B['worst_extrapolated']:.1f}% over {len(B['rows'])} (μ, K_ref, lag)",
+              verdict="confirmed" if B["worst"] <= 0.10 else "refuted"),
+        Claim(claim="Stationary variance ∝ 1/G (slope −1±0.1) at level D/(2GCK_eff) within 20% (dr_grpo)",
+              paper="Var(e) = D/(2 G C K_eff)",
+              measured=f"slope {Cd['slope']:.3f} (predicted {Cd['predicted_slope']:.3f}); measured/predicted "
+                       + ", ".join(f"G={g}: {r:.2f}" for g, r in zip(C["G"], Cd["ratio"])) + f" (ηK≤{C['eta_K_max']:.3f})",
+              verdict="confirmed" if abs(Cd["slope"] + 1) <= 0.1 and ratio_ok else "refuted"),
+        Claim(claim="grpo (std-normalised) advantages: the same law with the G-dependent σ²(G) of the normalised "
+                    "gradient (steeper than 1/G at small G)",
+              paper=None,
+              measured=f"slope {Cg['slope']:.3f} vs predicted {Cg['predicted_slope']:.3f}; measured/predicted "
+                       + ", ".join(f"G={g}: {r:.2f}" for g, r in zip(C["G"], Cg["ratio"])),
+              verdict="confirmed" if abs(Cg["slope"] - Cg["predicted_slope"]) <= 0.1 and ratio_ok_g else "partial"),
+        Claim(claim="Exact finite-G mean field matches the Monte Carlo mean (3 s.e.) and predicts its G-dependence",
+              paper="deterministic trajectory independent of G to leading order",
+              measured="; ".join(f"G={ck['G']}: max|z|={ck['max_abs_z']:.2f}" for ck in D["checks"])
+                       + f"; finite-G predictions G=4 vs 64 differ by up to {D['separation_G4_G64_in_se']:.0f} s.e.; "
+                         f"the G→∞ drift misses the G=4 mean by up to {D['z_infinite_G_drift_at_G4']:.0f} s.e.",
+              verdict="confirmed" if all(ck["max_abs_z"] <= 3 for ck in D["checks"]) else "refuted"),
+        Claim(claim="Phase diagram: measured instability (limit cycle/collapse) agrees with the exact prediction",
+              paper=None, measured=f"agreement on {100 * E['stability_agreement']:.0f}% of {len(E['columns']['eta'])} "
+                                   f"rows; regimes {E['counts']}", verdict="partial"),
     ]
-    summary = dict(experiment=NAME, quick=bool(args.quick), claims=claims, figures=list(figs.values()),
-                   thresholds=A["rows"], oscillatory=B["rows"],
-                   variance=C,
-                   mean_trajectories=dict(checks=D["checks"], separation_G4_G64_in_se=D["separation_G4_G64_in_se"],
-                                          z_infinite_G_drift_at_G4=D["z_infinite_G_drift_at_G4"]),
-                   phase=dict(K_d=E["K_d"], K_0=E["K_0"], counts=E["counts"], agreement=E["stability_agreement"]),
-                   seconds=dict(thresholds=A["seconds"], oscillatory=B["seconds"], variance=C["seconds"],
-                                mean=D["seconds"], phase=E["seconds"], total=time.perf_counter() - t0))
-    from grpojax._io import to_jsonable
-
-    (out / "summary.json").write_text(json.dumps(to_jsonable(summary), indent=2) + "\n")
-    for cl in claims:
-        print(f"[{cl['verdict']}] {cl['claim']}\n    {cl['measured']}")
+    write_summary(out, NAME, quick=args.quick, claims=claims, figures=list(figs.values()),
+                  thresholds=A["rows"], oscillatory=B["rows"],
+                  variance=C,
+                  mean_trajectories=dict(checks=D["checks"], separation_G4_G64_in_se=D["separation_G4_G64_in_se"],
+                                         z_infinite_G_drift_at_G4=D["z_infinite_G_drift_at_G4"]),
+                  phase=dict(K_d=E["K_d"], K_0=E["K_0"], counts=E["counts"], agreement=E["stability_agreement"]),
+                  seconds=dict(thresholds=A["seconds"], oscillatory=B["seconds"], variance=C["seconds"],
+                               mean=D["seconds"], phase=E["seconds"], total=time.perf_counter() - t0))
+    print_claims(claims)
     print(f"total {time.perf_counter() - t0:.1f} s -> {out}")
     return 0
 

@@ -33,7 +33,6 @@ main statistic per label against its threshold) and ``examples.png`` (one run pe
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import time
@@ -347,13 +346,12 @@ def diagnose_real_logs() -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="10 runs per label and family (<= 90 s)")
-    ap.add_argument("--out", default="out/failure_benchmark")
+    from grpojax._experiment import Claim, experiment_parser, parse_args, write_summary
+
+    ap = experiment_parser("failure_benchmark", __doc__, quick_help="10 runs per label and family (<= 90 s)")
     ap.add_argument("--steps", type=int, default=None, help="steps per run (default 1500)")
-    args = ap.parse_args(argv)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = parse_args(ap, argv)
+    out = args.out
     t0 = time.time()
 
     from rich.progress import Progress
@@ -399,23 +397,21 @@ def main(argv: list[str] | None = None) -> int:
     worst_recall = min(conf["recall"].values())
     worst_fpr = max(conf["false_positive_rate"].values())
     claims = [
-        {"claim": "every failure mode is detected in its labelled bandit runs (recall >= 0.9)", "paper": None,
-         "measured": ", ".join(f"{m} {conf['recall'][m]:.2f}" for m in MODES),
-         "verdict": "confirmed" if worst_recall >= 0.9 else "refuted"},
-        {"claim": "no mode is detected in more than 10% of the runs not labelled with it (FPR <= 0.1)",
-         "paper": None, "measured": ", ".join(f"{m} {conf['false_positive_rate'][m]:.2f}" for m in MODES),
-         "verdict": "confirmed" if worst_fpr <= 0.1 else "refuted"},
+        Claim(claim="every failure mode is detected in its labelled bandit runs (recall >= 0.9)", paper=None,
+              measured=", ".join(f"{m} {conf['recall'][m]:.2f}" for m in MODES),
+              verdict="confirmed" if worst_recall >= 0.9 else "refuted"),
+        Claim(claim="no mode is detected in more than 10% of the runs not labelled with it (FPR <= 0.1)",
+              paper=None, measured=", ".join(f"{m} {conf['false_positive_rate'][m]:.2f}" for m in MODES),
+              verdict="confirmed" if worst_fpr <= 0.1 else "refuted"),
     ]
     if real:
-        claims.append({
-            "claim": "real logs: minesweeper shows advantage degeneracy, verl GPG run shows policy concentration",
-            "paper": None,
-            "measured": "; ".join(f"{x['run']}: {', '.join(m for m, v in x['verdicts'].items() if v == 'detected') or 'none'}"
-                                  for x in real),
-            "verdict": "confirmed" if all(x["as_expected"] for x in real) else "refuted"})
-    summary = {"experiment": "failure_benchmark", "quick": bool(args.quick), "claims": claims,
-               "figures": ["confusion_matrix.png", "statistics.png", "examples.png"],
-               "num_steps": steps, "n_runs": len(specs), "confusion": conf, "statistic_ranges": ranges,
+        claims.append(Claim(
+            claim="real logs: minesweeper shows advantage degeneracy, verl GPG run shows policy concentration",
+            paper=None,
+            measured="; ".join(f"{x['run']}: {', '.join(m for m, v in x['verdicts'].items() if v == 'detected') or 'none'}"
+                               for x in real),
+            verdict="confirmed" if all(x["as_expected"] for x in real) else "refuted"))
+    summary = {"num_steps": steps, "n_runs": len(specs), "confusion": conf, "statistic_ranges": ranges,
                "statistic_ranges_gates_passed": gated_ranges,
                "thresholds": DEFAULT_CONFIG.to_dict(), "real_logs": real, "runs": per_run,
                "instability_full_logs": {"n": len(full_detected), "detected_counts": full_counts},
@@ -423,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     from grpojax._io import write_json
 
     write_json(out, "confusion_matrix.json", conf)
-    write_json(out, "summary.json", summary)
+    write_summary(out, "failure_benchmark", quick=args.quick, claims=claims,
+                  figures=["confusion_matrix.png", "statistics.png", "examples.png"], **summary)
     print(json.dumps({"recall": conf["recall"], "false_positive_rate": conf["false_positive_rate"],
                       "seconds": summary["seconds"]}, indent=1))
     return 0 if (worst_recall >= 0.9 and worst_fpr <= 0.1) else 1

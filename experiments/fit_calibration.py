@@ -1,4 +1,4 @@
-"""Calibration of the state-space posterior (issue 5 acceptance): do 90% intervals cover the truth?
+"""Calibration of the state-space posterior: do 90% intervals cover the truth?
 
 Simulates ``N`` (≥ 100) reward curves from the linear SDE observed with noise (exact sampler,
 :func:`grpojax.sde.sample_exact`) with known parameters — ζ ~ U(0.2, 2.5) (under- to overdamped),
@@ -14,13 +14,13 @@ Usage: ``python experiments/fit_calibration.py [--quick] [--curves N] [--batch-s
 
 from __future__ import annotations
 
-import argparse
-import pathlib
 import sys
 import time
 
 import jax
 import numpy as np
+
+from grpojax._experiment import Claim, experiment_parser, parse_args, print_claims, write_summary
 
 NAME = "fit_calibration"
 
@@ -44,20 +44,16 @@ def simulate(n, T, seed):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--curves", type=int, default=None)
+    ap = experiment_parser(NAME, __doc__, quick_help="40 curves, 150 draws per chain (default 100 curves, 300 draws)")
+    ap.add_argument("--curves", type=int, default=None, help="number of simulated curves (default 40 with --quick, else 100)")
     ap.add_argument("--batch-size", type=int, default=1, help="curves per compiled NUTS call (default 1)")
-    ap.add_argument("--out", default=f"out/{NAME}")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv)
     jax.config.update("jax_enable_x64", True)
-    from grpojax._io import write_json
     from grpojax.fit import fit_state_space_batched
 
     n = args.curves or (40 if args.quick else 100)
     draws = 150 if args.quick else 300
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = args.out
     t0 = time.perf_counter()
     steps, Y, truth = simulate(n, 120, seed=0)
     bp = fit_state_space_batched(steps, Y, key=jax.random.key(1), num_warmup=draws, num_samples=draws, num_chains=2,
@@ -93,27 +89,27 @@ def main(argv=None) -> int:
     fig.tight_layout()
     fig.savefig(out / "calibration.png", dpi=100)
     plt.close(fig)
+    claims = [Claim(
+        claim="state-space posterior: 90% credible intervals of p* and ζ cover the truth in 80-97% of simulated curves",
+        paper=None,
+        measured=(f"{n} curves, 2 chains x {draws} draws each (NUTS per curve): p* coverage "
+                  f"{100 * res['p_star']['coverage']:.0f}% ± {100 * res['p_star']['se']:.0f}, ζ coverage "
+                  f"{100 * res['zeta']['coverage']:.0f}% ± {100 * res['zeta']['se']:.0f}; median 90% width "
+                  f"p* {res['p_star']['median_width']:.2f}, ζ {res['zeta']['median_width']:.2f} (ζ is weakly "
+                  f"identified for overdamped curves); max r_hat per curve: median {np.median(rmax):.3f}, "
+                  f"≤ 1.05 for {100 * np.mean(rmax <= 1.05):.0f}%; {100 * bp.converged.mean():.0f}% met the "
+                  f"strict r_hat ≤ 1.01 & ESS ≥ 100/chain"),
+        # coverage in the band with chains that mostly mixed (median max r_hat ≤ 1.05); else partial
+        verdict=("confirmed" if np.median(rmax) <= 1.05 else "partial") if ok else "refuted",
+    )]
     summary = {
-        "experiment": NAME, "quick": args.quick, "figures": ["calibration.png"],
-        "claims": [{
-            "claim": "state-space posterior: 90% credible intervals of p* and ζ cover the truth in 80-97% of simulated curves",
-            "paper": None,
-            "measured": (f"{n} curves, 2 chains x {draws} draws each (NUTS per curve): p* coverage "
-                         f"{100 * res['p_star']['coverage']:.0f}% ± {100 * res['p_star']['se']:.0f}, ζ coverage "
-                         f"{100 * res['zeta']['coverage']:.0f}% ± {100 * res['zeta']['se']:.0f}; median 90% width "
-                         f"p* {res['p_star']['median_width']:.2f}, ζ {res['zeta']['median_width']:.2f} (ζ is weakly "
-                         f"identified for overdamped curves); max r_hat per curve: median {np.median(rmax):.3f}, "
-                         f"≤ 1.05 for {100 * np.mean(rmax <= 1.05):.0f}%; {100 * bp.converged.mean():.0f}% met the "
-                         f"strict r_hat ≤ 1.01 & ESS ≥ 100/chain"),
-            # coverage in the band with chains that mostly mixed (median max r_hat ≤ 1.05); else partial
-            "verdict": ("confirmed" if np.median(rmax) <= 1.05 else "partial") if ok else "refuted",
-        }],
         "coverage": res, "n_curves": n, "draws": draws, "converged_frac": float(bp.converged.mean()),
         "max_r_hat_median": float(np.median(rmax)), "max_r_hat_le_1.05_frac": float(np.mean(rmax <= 1.05)),
         "sampler_s": bp.runtime_s, "runtime_s": time.perf_counter() - t0,
     }
-    write_json(out, "summary.json", summary)
-    print(summary["claims"][0]["measured"], "->", summary["claims"][0]["verdict"], f"({summary['runtime_s']:.0f} s)")
+    write_summary(out, NAME, quick=args.quick, claims=claims, figures=["calibration.png"], **summary)
+    print_claims(claims)
+    print(f"{summary['runtime_s']:.0f} s -> {out}")
     return 0
 
 

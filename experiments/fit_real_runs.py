@@ -1,4 +1,4 @@
-"""Every law and model on every real reward curve and on simulated bandit curves (issue 5).
+"""Every law and model on every real reward curve and on simulated bandit curves.
 
 For each curve: least-squares fits of exponential / three_phase / sigmoid (R² raw, after a declared
 10-step moving average, noise ceiling, AIC, BIC, residual lag-1 autocorrelation), forecasts from the
@@ -13,7 +13,6 @@ Usage: ``python experiments/fit_real_runs.py [--quick] [--out DIR]``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
@@ -180,13 +179,12 @@ def _rises(row):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=f"out/{NAME}")
-    args = ap.parse_args(argv)
+    from grpojax._experiment import experiment_parser, parse_args
+
+    ap = experiment_parser(NAME, __doc__, quick_help="one NUTS posterior (not one per curve), shorter chains")
+    args = parse_args(ap, argv)
     jax.config.update("jax_enable_x64", True)  # a script, not the library: float64 for the fits
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = args.out
     t_start = time.perf_counter()
     key = jax.random.key(0)
     rows, figures = [], []
@@ -229,48 +227,49 @@ def main(argv=None) -> int:
         plt.close(fig)
         figures.append("verl_mixture.png")
     claims = _claims(rows, mixture)
-    summary = {"experiment": NAME, "quick": args.quick, "claims": claims, "figures": figures, "curves": rows,
-               "mixture": mixture, "runtime_s": time.perf_counter() - t_start,
-               "real_logs": str(REAL) if REAL.is_dir() else None}
-    from grpojax._io import write_json
+    from grpojax._experiment import write_summary
 
-    write_json(out, "summary.json", summary)
+    runtime = time.perf_counter() - t_start
+    path = write_summary(out, NAME, quick=args.quick, claims=claims, figures=figures, curves=rows, mixture=mixture,
+                         runtime_s=runtime, real_logs=str(REAL) if REAL.is_dir() else None)
     _print_table(rows)
-    print(f"wrote {out / 'summary.json'} in {summary['runtime_s']:.0f} s")
+    print(f"wrote {path} in {runtime:.0f} s")
     return 0
 
 
 def _claims(rows, mixture):
+    from grpojax._experiment import Claim
+
     real = [r for r in rows if r["source"] == "real"]
     claims = []
     if not real:
-        claims.append({"claim": "three-phase law fits real reward curves", "paper": "R² ≥ 0.91 for the three-phase law",
-                       "measured": "../shared/real-logs absent: not tested", "verdict": "not_tested"})
+        claims.append(Claim(claim="three-phase law fits real reward curves", paper="R² ≥ 0.91 for the three-phase law",
+                            measured="real logs absent: not tested", verdict="not_tested"))
         return claims
     rising = [r for r in real if _rises(r)]
     r2s = {r["curve"]: (r["laws"]["three_phase"]["r2"], r["laws"]["three_phase"]["r2_smoothed"]) for r in rising}
     ok_raw = [c for c, (a, b) in r2s.items() if a >= 0.9]
     ok_sm = [c for c, (a, b) in r2s.items() if b >= 0.9]
-    claims.append({
-        "claim": "three-phase R² ≥ 0.9 wherever the reward rises (raw per-step curve / after a 10-step moving average)",
-        "paper": "R² ≥ 0.91 for the three-phase law",
-        "measured": "; ".join(f"{c}: raw {a:.2f}, MA10 {b:.2f}" for c, (a, b) in r2s.items()),
-        "verdict": "confirmed" if len(ok_raw) == len(r2s) else ("partial" if ok_sm else "refuted"),
-    })
+    claims.append(Claim(
+        claim="three-phase R² ≥ 0.9 wherever the reward rises (raw per-step curve / after a 10-step moving average)",
+        paper="R² ≥ 0.91 for the three-phase law",
+        measured="; ".join(f"{c}: raw {a:.2f}, MA10 {b:.2f}" for c, (a, b) in r2s.items()),
+        verdict="confirmed" if len(ok_raw) == len(r2s) else ("partial" if ok_sm else "refuted"),
+    ))
     wins = {r["curve"]: min(LAW_NAMES, key=lambda law: r["laws"][law]["aic"]) for r in real}
-    claims.append({
-        "claim": "three-phase fits better than the single exponential (AIC), esp. the slow start",
-        "paper": "better fit than the single exponential",
-        "measured": "; ".join(f"{r['curve']}: ΔAIC(exp − 3ph) = {r['laws']['exponential']['aic'] - r['laws']['three_phase']['aic']:.1f}" for r in real),
-        "verdict": "confirmed" if all(r["laws"]["exponential"]["aic"] >= r["laws"]["three_phase"]["aic"] - 2 for r in real) else "partial",
-    })
+    claims.append(Claim(
+        claim="three-phase fits better than the single exponential (AIC), esp. the slow start",
+        paper="better fit than the single exponential",
+        measured="; ".join(f"{r['curve']}: ΔAIC(exp − 3ph) = {r['laws']['exponential']['aic'] - r['laws']['three_phase']['aic']:.1f}" for r in real),
+        verdict="confirmed" if all(r["laws"]["exponential"]["aic"] >= r["laws"]["three_phase"]["aic"] - 2 for r in real) else "partial",
+    ))
     not_won = [c for c, w in wins.items() if w != "three_phase"]
-    claims.append({
-        "claim": "three-phase is the best of the three laws by AIC",
-        "paper": None,
-        "measured": "; ".join(f"{c}: best {w}" for c, w in wins.items()),
-        "verdict": "confirmed" if not not_won else "partial",
-    })
+    claims.append(Claim(
+        claim="three-phase is the best of the three laws by AIC",
+        paper=None,
+        measured="; ".join(f"{c}: best {w}" for c, w in wins.items()),
+        verdict="confirmed" if not not_won else "partial",
+    ))
     fc = []
     for r in real:
         parts = []
@@ -279,31 +278,31 @@ def _claims(rows, mixture):
             if all(v is not None for v in e.values()):
                 parts.append(f"f={frac}: " + ", ".join(f"{law[:3]} {v:.3g}" for law, v in e.items()))
         fc.append(f"{r['curve']}: " + (" | ".join(parts) if parts else "too few points for a prefix forecast"))
-    claims.append({"claim": "forecast RMSE from the first 30% / 50% of the steps, per law", "paper": None,
-                   "measured": "; ".join(fc), "verdict": "partial"})
+    claims.append(Claim(claim="forecast RMSE from the first 30% / 50% of the steps, per law", paper=None,
+                        measured="; ".join(fc), verdict="partial"))
     verl = [r for r in real if r["curve"].startswith("verl") and not r["curve"].endswith(":eval")]
     if verl:
         v = verl[0]
         mx = mixture.get(v["curve"], {})
         mp = mixture.get("bandit-many-prompt", {})
         sim = next((r for r in rows if r["curve"] == "bandit-many-prompt"), None)
-        claims.append({
-            "claim": "the verl run's slow creep is a mixture of stiffnesses (fast + slow oscillator)",
-            "paper": None,
-            "measured": (f"verl R²: three-phase {v['laws']['three_phase']['r2']:.3f}, sigmoid {v['laws']['sigmoid']['r2']:.3f}, "
+        claims.append(Claim(
+            claim="the verl run's slow creep is a mixture of stiffnesses (fast + slow oscillator)",
+            paper=None,
+            measured=(f"verl R²: three-phase {v['laws']['three_phase']['r2']:.3f}, sigmoid {v['laws']['sigmoid']['r2']:.3f}, "
                          f"2-stiffness mixture {mx.get('r2', float('nan')):.3f} (fast weight {mx.get('weight_fast', float('nan')):.2f}, "
                          f"ω fast/slow = {mx.get('omega_fast', float('nan')) / max(mx.get('omega_slow', float('nan')), 1e-12):.1f}); "
                          + (f"many-prompt bandit R²: three-phase {sim['laws']['three_phase']['r2']:.3f}, sigmoid {sim['laws']['sigmoid']['r2']:.3f}, "
                             f"mixture {mp.get('r2', float('nan')):.3f}" if sim else "")),
-            "verdict": "confirmed" if mx.get("r2", 0) >= v["laws"]["sigmoid"]["r2"] - 0.005 else "partial",
-        })
+            verdict="confirmed" if mx.get("r2", 0) >= v["laws"]["sigmoid"]["r2"] - 0.005 else "partial",
+        ))
     b2 = next((r for r in rows if r["curve"] == "bandit-2arm" and "bayes_mechanistic" in r), None)
     if b2:
         m = b2["bayes_mechanistic"]
         inside = m["K"]["q05"] <= m["truth"]["K"] <= m["K"]["q95"]
-        claims.append({"claim": "mechanistic fit recovers the measured bandit curvature K_d (90% CI)", "paper": None,
-                       "measured": f"K_d true {m['truth']['K']:.4g}, posterior median {m['K']['q50']:.4g} [{m['K']['q05']:.4g}, {m['K']['q95']:.4g}]",
-                       "verdict": "confirmed" if inside else "refuted"})
+        claims.append(Claim(claim="mechanistic fit recovers the measured bandit curvature K_d (90% CI)", paper=None,
+                            measured=f"K_d true {m['truth']['K']:.4g}, posterior median {m['K']['q50']:.4g} [{m['K']['q05']:.4g}, {m['K']['q95']:.4g}]",
+                            verdict="confirmed" if inside else "refuted"))
     return claims
 
 

@@ -14,7 +14,6 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -138,17 +137,16 @@ def _figures(recs: list[dict], out: pathlib.Path, fits: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="short pipeline check (too short to test learning)")
-    ap.add_argument("--out", default=f"out/{NAME}")
+    from grpojax._experiment import Claim, experiment_parser, parse_args, print_claims, write_summary
+
+    ap = experiment_parser(NAME, __doc__, quick_help="short pipeline check (too short to test learning)")
     ap.add_argument("--log", default=None, help="analyse this existing run folder instead of training")
     ap.add_argument("--steps", type=int, default=None, help="override the number of GRPO steps")
-    args = ap.parse_args(argv)
+    args = parse_args(ap, argv)
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
     from grpojax.grpo import read_jsonl_metrics
 
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = args.out
     t0 = time.perf_counter()
     if args.log:
         run_dir = pathlib.Path(args.log)
@@ -183,33 +181,28 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "partial"
     else:
         verdict = "refuted"
-    claims = [{
-        "claim": "tiny-arith on CPU: held-out accuracy rises >= 15 points (absolute) from its post-warm-start "
-                 "value within 30 minutes of GRPO",
-        "paper": None,
-        "measured": (f"eval accuracy (sampled, T=1, {len(e)} evals) {e[0]:.3f} at step 0 -> max {e.max():.3f}, "
-                     f"mean of last 3 evals {np.mean(e[-3:]):.3f} (rise {final_rise * 100:+.1f} points); greedy "
-                     f"{g[0]:.3f} -> {g[-1]:.3f}; GRPO wall time {wall or float('nan'):.0f} s over "
-                     f"{int(s.max()) if s.size else 0} steps" if e.size else "no eval points"),
-        "verdict": verdict,
-    }]
+    claims = [Claim(
+        claim="tiny-arith on CPU: held-out accuracy rises >= 15 points (absolute) from its post-warm-start "
+              "value within 30 minutes of GRPO",
+        paper=None,
+        measured=(f"eval accuracy (sampled, T=1, {len(e)} evals) {e[0]:.3f} at step 0 -> max {e.max():.3f}, "
+                  f"mean of last 3 evals {np.mean(e[-3:]):.3f} (rise {final_rise * 100:+.1f} points); greedy "
+                  f"{g[0]:.3f} -> {g[-1]:.3f}; GRPO wall time {wall or float('nan'):.0f} s over "
+                  f"{int(s.max()) if s.size else 0} steps" if e.size else "no eval points"),
+        verdict=verdict,
+    )]
     if isinstance(diagnosis, dict) and "results" in diagnosis:
-        claims.append({
-            "claim": "the healthy tiny-arith run shows no failure mode in grpojax diagnose",
-            "paper": None,
-            "measured": "detected: " + (", ".join(diagnosis["detected"]) or "none"),
-            "verdict": "not_tested" if args.quick else ("confirmed" if not diagnosis["detected"] else "refuted"),
-        })
-    summary = {
-        "experiment": NAME, "quick": bool(args.quick), "claims": claims, "figures": figures,
-        "eval_steps": se.tolist(), "eval_reward": e.tolist(), "eval_accuracy_greedy": g.tolist(),
-        "train_reward_fits": fits, "eval_reward_fits": eval_fits, "diagnosis": diagnosis,
-        "train": train_summary, "grpo_wall_seconds": wall, "seconds": time.perf_counter() - t0,
-    }
-    from grpojax._io import write_json
-
-    write_json(out, "summary.json", summary)
-    print(json.dumps(claims, indent=1))
+        claims.append(Claim(
+            claim="the healthy tiny-arith run shows no failure mode in grpojax diagnose",
+            paper=None,
+            measured="detected: " + (", ".join(diagnosis["detected"]) or "none"),
+            verdict="not_tested" if args.quick else ("confirmed" if not diagnosis["detected"] else "refuted"),
+        ))
+    write_summary(out, NAME, quick=args.quick, claims=claims, figures=figures,
+                  eval_steps=se.tolist(), eval_reward=e.tolist(), eval_accuracy_greedy=g.tolist(),
+                  train_reward_fits=fits, eval_reward_fits=eval_fits, diagnosis=diagnosis,
+                  train=train_summary, grpo_wall_seconds=wall, seconds=time.perf_counter() - t0)
+    print_claims(claims)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Validation of the diffrax SDE engine against the exact Gaussian transition (issue 4).
+"""Validation of the diffrax SDE engine against the exact Gaussian transition.
 
 Checks, each reported as a claim in ``summary.json``:
 
@@ -16,8 +16,6 @@ Checks, each reported as a claim in ``summary.json``:
 
 from __future__ import annotations
 
-import argparse
-import json
 import pathlib
 import time
 
@@ -30,8 +28,9 @@ import numpy as np  # noqa: E402
 
 import grpojax.dynamics as dyn  # noqa: E402
 from grpojax import sde  # noqa: E402
-from grpojax._io import to_jsonable  # noqa: E402
+from grpojax._experiment import Claim, experiment_parser, parse_args, print_claims, write_summary  # noqa: E402
 
+NAME = "sde_validation"
 ETA, MU, KREF = 0.05, 0.5, 4
 REGIME_CURV = {"overdamped": 0.3, "underdamped": 1.6, "near_critical": None, "unstable": 3.0}
 CHECK_TIMES = np.array([5.0, 10.0, 20.0, 40.0, 80.0])
@@ -162,7 +161,7 @@ def run(out: pathlib.Path, quick: bool = False) -> dict:
     claims = []
     reg = ens["regimes"]
     zmax = max(max(r["max_abs_z_mean"], r["max_abs_z_var"]) for n, r in reg.items() if n != "unstable")
-    claims.append(dict(
+    claims.append(Claim(
         claim="diffrax ensemble mean and variance match the exact transition within 3 MC s.e. "
               "(overdamped, underdamped, near-critical; 5 times each; e and ė)",
         paper=None,
@@ -171,7 +170,7 @@ def run(out: pathlib.Path, quick: bool = False) -> dict:
         verdict="confirmed" if zmax < 3 else "refuted",
     ))
     u = reg["unstable"]
-    claims.append(dict(
+    claims.append(Claim(
         claim="unstable parameters (C ≤ 0) are integrated without crashing and flagged",
         paper=None, measured=f"ζ={u['zeta']:.2f}: unstable flag {u['unstable_flag']}, finite {u['finite']}; "
                              f"max |z| vs exact {max(u['max_abs_z_mean'], u['max_abs_z_var']):.1f} (the growing mean "
@@ -180,16 +179,16 @@ def run(out: pathlib.Path, quick: bool = False) -> dict:
     ))
     st = ens["stationary"]
     ok = all(abs(z) < 3 for z in st["z"])
-    claims.append(dict(
+    claims.append(Claim(
         claim="stationary Var(e) = D/(2 G C K_eff), scaling as 1/G",
-        paper="the stationary variance is D/(2 G C K_eff) ∝ 1/G (DESIGN.md §1)",
+        paper="the stationary variance is D/(2 G C K_eff) ∝ 1/G",
         measured="G=1,4,16: measured/theory = " + ", ".join(f"{m / t:.3f}" for m, t in zip(st["measured"], st["theory"]))
                  + f"; z = {', '.join(f'{z:.2f}' for z in st['z'])}; G·Var = "
                  + ", ".join(f"{v:.3g}" for v in st["G_times_var"]),
         verdict="confirmed" if ok else "refuted",
     ))
     ok = all(abs(r.order - r.theory) < 0.3 for r in strong.values())
-    claims.append(dict(
+    claims.append(Claim(
         claim="strong order vs the same Brownian path: EM ≈ 1.0, high-order solvers higher, each within ±0.3 of theory",
         paper=None,
         measured=", ".join(f"{n} {r.order:.2f} (theory {r.theory:g})" for n, r in strong.items())
@@ -208,13 +207,13 @@ def run(out: pathlib.Path, quick: bool = False) -> dict:
         weak_ok &= bool(np.isfinite(slope) and abs(slope - expect) < 0.4)
         weak_msg.append(f"{n}: weak order {slope:.2f} (expected {expect:g}); |bias|/s.e. {bias[0] / w.se_mean[0]:.0f} at "
                         f"Δt={w.dts[0]:g} → {bias[-1] / w.se_mean[-1]:.1f} at Δt={w.dts[-1]:g}")
-    claims.append(dict(claim="weak error of E[e(T)] falls with Δt at the solver's weak order (EM 1, Heun/SRK 2 for "
-                             "the mean of a linear SDE) down to the MC noise floor", paper=None,
-                       measured="; ".join(weak_msg), verdict="confirmed" if weak_ok else "partial"))
+    claims.append(Claim(claim="weak error of E[e(T)] falls with Δt at the solver's weak order (EM 1, Heun/SRK 2 for "
+                              "the mean of a linear SDE) down to the MC noise floor", paper=None,
+                        measured="; ".join(weak_msg), verdict="confirmed" if weak_ok else "partial"))
     c0, c1 = cal["noiseless"], cal["noisy"]
     rel0 = abs(c0["curvature"] / cal["true_curvature"] - 1)
     inside = c1["curvature_ci"][0] < cal["true_curvature"] < c1["curvature_ci"][1]
-    claims.append(dict(
+    claims.append(Claim(
         claim="calibration through diffeqsolve recovers K within 2% (noiseless) and within its reported "
               "uncertainty from a noisy ensemble",
         paper=None,
@@ -224,29 +223,25 @@ def run(out: pathlib.Path, quick: bool = False) -> dict:
         verdict="confirmed" if (rel0 < 0.02 and inside) else "refuted",
     ))
     if grad is None:
-        claims.append(dict(claim="gradient through diffeqsolve w.r.t. K and η matches central FD to 1e-5", paper=None,
-                           measured="not run in --quick (see tests/test_sde_calibrate.py)", verdict="not_tested"))
+        claims.append(Claim(claim="gradient through diffeqsolve w.r.t. K and η matches central FD to 1e-5", paper=None,
+                            measured="not run in --quick (see tests/test_sde_calibrate.py)", verdict="not_tested"))
     else:
-        claims.append(dict(claim="gradient through diffeqsolve w.r.t. K and η matches central FD to 1e-5", paper=None,
-                           measured=f"max relative difference {grad['max_rel']:.1e}",
-                           verdict="confirmed" if grad["max_rel"] < 1e-5 else "refuted"))
+        claims.append(Claim(claim="gradient through diffeqsolve w.r.t. K and η matches central FD to 1e-5", paper=None,
+                            measured=f"max relative difference {grad['max_rel']:.1e}",
+                            verdict="confirmed" if grad["max_rel"] < 1e-5 else "refuted"))
     summary = dict(
-        experiment="sde_validation", quick=quick, claims=claims, figures=["ensemble_vs_exact.png", "convergence.png"],
-        ensemble=ens, strong={n: r._asdict() for n, r in strong.items()}, weak={n: w._asdict() for n, w in weak.items()},
+        claims=claims, ensemble=ens, strong={n: r._asdict() for n, r in strong.items()},
+        weak={n: w._asdict() for n, w in weak.items()},
         calibration=cal, gradient=grad, timings_s=timings, wall_s=time.perf_counter() - t_start,
     )
-    (out / "summary.json").write_text(json.dumps(to_jsonable(summary), indent=2) + "\n")
+    write_summary(out, NAME, quick=quick, figures=["ensemble_vs_exact.png", "convergence.png"], **summary)
     return summary
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small sizes (≤ 60 s budget on 2 cores)")
-    ap.add_argument("--out", default="out/sde_validation", help="output folder")
-    args = ap.parse_args(argv)
-    s = run(pathlib.Path(args.out), quick=args.quick)
-    for c in s["claims"]:
-        print(f"[{c['verdict']}] {c['claim']}\n    {c['measured']}")
+    args = parse_args(experiment_parser(NAME, __doc__, quick_help="small sizes (≤ 60 s budget on 2 cores)"), argv)
+    s = run(args.out, quick=args.quick)
+    print_claims(s["claims"])
     print(f"wall {s['wall_s']:.1f} s -> {args.out}")
     return 0
 

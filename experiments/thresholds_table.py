@@ -1,4 +1,4 @@
-"""Closed-form vs exact discrete stability and oscillation thresholds (DESIGN.md §1).
+"""Closed-form vs exact discrete stability and oscillation thresholds.
 
 For μ ∈ {0, 0.5, 0.9, 0.99} and K_ref ∈ {2, 4, 8, 16, 64}, both lag models, it tabulates the critical
 a* = η* K_d from the closed form (C = 0) and from the exact spectral radius, and the same for the
@@ -11,8 +11,6 @@ Writes ``summary.json``, ``thresholds.md`` (the table) and ``thresholds.png``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import pathlib
 import sys
 import time
@@ -24,8 +22,9 @@ jax.config.update("jax_enable_x64", True)  # a script, not the library: float64 
 import numpy as np  # noqa: E402
 
 import grpojax.dynamics as dyn  # noqa: E402
-from grpojax._io import to_jsonable  # noqa: E402
+from grpojax._experiment import Claim, experiment_parser, parse_args, print_claims, write_summary  # noqa: E402
 
+NAME = "thresholds_table"
 MUS = (0.0, 0.5, 0.9, 0.99)
 K_REFS = (2, 4, 8, 16, 64)
 REFERENCE_MU09 = {1: 0.100, 2: 0.1025, 4: 0.106, 8: 0.1115, 16: 0.120, 64: 0.140}
@@ -85,32 +84,27 @@ def run(out: pathlib.Path, quick: bool = False) -> dict:
     fig = threshold_comparison_figure(rows)
     fig.savefig(out / "thresholds.png", dpi=120)
     claims = [
-        dict(claim="stability threshold K η K_ref = 1 − μ (closed form)",
-             paper="the oscillator loses stability when K·η·K_ref = 1 − μ",
-             measured=(f"closed form is conservative for constant lag d ≥ 2 (closed/exact ≤ 1 in all {len(const)} rows); "
-                       f"≤ {100*worst_short:.1f}% low at μ = 0.9, d ≤ 4; down to {worst_long:.3f}× exact for long lags"),
-             verdict="partial"),
-        dict(claim="exact discrete thresholds reproduce the reference table", paper=None,
-             measured="a*·d at μ = 0.9: " + ", ".join(f"d={r['d']}: {r['exact']:.4f}" for r in ref_rows)
-             + f"; μ = 0: d=2 {mu0['d2']:.4f}, d=16 {mu0['d16']:.4f}, d={d_long} {mu0['long']:.4f} (π/2 = 1.5708); periodic a·K_ref = {mu0['periodic']:.4f}",
-             verdict="confirmed" if ref_ok else "refuted"),
+        Claim(claim="stability threshold K η K_ref = 1 − μ (closed form)",
+              paper="the oscillator loses stability when K·η·K_ref = 1 − μ",
+              measured=(f"closed form is conservative for constant lag d ≥ 2 (closed/exact ≤ 1 in all {len(const)} rows); "
+                        f"≤ {100*worst_short:.1f}% low at μ = 0.9, d ≤ 4; down to {worst_long:.3f}× exact for long lags"),
+              verdict="partial"),
+        Claim(claim="exact discrete thresholds reproduce the reference table", paper=None,
+              measured="a*·d at μ = 0.9: " + ", ".join(f"d={r['d']}: {r['exact']:.4f}" for r in ref_rows)
+              + f"; μ = 0: d=2 {mu0['d2']:.4f}, d=16 {mu0['d16']:.4f}, d={d_long} {mu0['long']:.4f} (π/2 = 1.5708); periodic a·K_ref = {mu0['periodic']:.4f}",
+              verdict="confirmed" if ref_ok else "refuted"),
     ]
-    summary = dict(experiment="thresholds_table", quick=quick, claims=claims, figures=["thresholds.png"],
-                   table=rows, reference_mu09=ref_rows, mu0=mu0, conservative_constant_lag=conservative,
+    summary = dict(claims=claims, table=rows, reference_mu09=ref_rows, mu0=mu0, conservative_constant_lag=conservative,
                    seconds=time.perf_counter() - t0)
-    (out / "summary.json").write_text(json.dumps(to_jsonable(summary), indent=2) + "\n")
+    write_summary(out, NAME, quick=quick, figures=["thresholds.png"], **summary)
     return summary
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="same table (it is already fast)")
-    ap.add_argument("--out", default="out/thresholds_table")
-    args = ap.parse_args(argv)
-    summary = run(pathlib.Path(args.out), quick=args.quick)
+    args = parse_args(experiment_parser(NAME, __doc__, quick_help="same table (it is already fast)"), argv)
+    summary = run(args.out, quick=args.quick)
     print(markdown_table(summary["table"]))
-    for c in summary["claims"]:
-        print(f"[{c['verdict']}] {c['claim']}: {c['measured']}")
+    print_claims(summary["claims"])
     return 0
 
 
