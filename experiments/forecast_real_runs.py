@@ -139,7 +139,8 @@ def run(corpora, out: pathlib.Path, quick: bool) -> dict:
     result = {"name": NAME, "quick": quick, "corpora": [str(c) for c in corpora], "window": WINDOW, "level": LEVEL,
               "holdout_rule": "sorted(repo names): even positions tuned, odd positions held out",
               "groups": groups, "runtime_s": runtime, "timings_s": timings, "summary": table, "rows": rows,
-              "skipped": skipped, "n_series": len(items)}
+              "skipped": skipped, "n_series": len(items),
+              "command": "python experiments/forecast_real_runs.py " + " ".join(sys.argv[1:])}
     out.mkdir(parents=True, exist_ok=True)
     from grpojax._io import write_json, write_text_atomic
 
@@ -177,7 +178,8 @@ def markdown(res, prefixes) -> str:
              f"Target: mean over the last {int(WINDOW * 100)}% of the steps; {int(LEVEL * 100)}% intervals. "
              "MAE and coverage are averaged per source repository, then over repositories. `MAE/σ` is the error "
              "in units of each series' standard deviation (comparable across reward scales). "
-             f"Hold-out rule: {res['holdout_rule']}. Runtime {res['runtime_s']:.0f} s.", ""]
+             f"Hold-out rule: {res['holdout_rule']}. Runtime {res['runtime_s']:.0f} s.", "",
+             "Command: `" + res.get("command", "") + "`", ""]
     for grp in ("tuned", "held-out", "all"):
         lines += [f"## {grp}", "", "| prefix | method | repos | series | MAE | MAE/σ | coverage | width/σ | vs best baseline (MAE/σ) |",
                   "|---|---|---|---|---|---|---|---|---|"]
