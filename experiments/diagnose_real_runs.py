@@ -18,7 +18,7 @@ records and diagnosed by it too; a finding is its WARNING or CRITICAL verdict. T
 ``OUT/comparison.tsv`` (and, with ``--table PATH``, to PATH).
 
 Usage:
-  python experiments/diagnose_real_runs.py --corpus ../shared/real-runs --logs ../shared/real-logs
+  python experiments/diagnose_real_runs.py --corpus CORPUS/real-runs --logs CORPUS/real-logs
 """
 
 from __future__ import annotations

@@ -95,6 +95,16 @@ def split_repos(repos):
     return {n: ("tuned" if i % 2 == 0 else "held-out") for i, n in enumerate(names)}
 
 
+def _portable(argv: list[str]) -> list[str]:
+    """The command line with each corpus folder shown by its own name only (``CORPUS/real-runs``), so the
+    recorded command says which corpus was read without naming the machine's folders."""
+    out, prev = [], None
+    for a in argv:
+        out.append(f"CORPUS/{pathlib.Path(a).name}" if prev == "--corpus" else a)
+        prev = a
+    return out
+
+
 def run(corpora, out: pathlib.Path, quick: bool) -> dict:
     import jax
 
@@ -136,11 +146,11 @@ def run(corpora, out: pathlib.Path, quick: bool) -> dict:
                 bar.advance(task)
     runtime = time.perf_counter() - t_start
     table = summarise(rows, prefixes)
-    result = {"name": NAME, "quick": quick, "corpora": [str(c) for c in corpora], "window": WINDOW, "level": LEVEL,
+    result = {"name": NAME, "quick": quick, "corpora": [pathlib.Path(c).name for c in corpora], "window": WINDOW, "level": LEVEL,
               "holdout_rule": "sorted(repo names): even positions tuned, odd positions held out",
               "groups": groups, "runtime_s": runtime, "timings_s": timings, "summary": table, "rows": rows,
               "skipped": skipped, "n_series": len(items),
-              "command": "python experiments/forecast_real_runs.py " + " ".join(sys.argv[1:])}
+              "command": "python experiments/forecast_real_runs.py " + " ".join(_portable(sys.argv[1:]))}
     out.mkdir(parents=True, exist_ok=True)
     from grpojax._io import write_json, write_text_atomic
 
