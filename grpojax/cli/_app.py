@@ -15,7 +15,8 @@ import sys
 
 from grpojax.cli._common import CLIError, err_console
 
-SUBCOMMANDS = ("predict", "simulate", "sweep", "fit", "diagnose", "train", "reproduce", "convert", "export")
+SUBCOMMANDS = ("predict", "simulate", "sweep", "fit", "diagnose", "train", "reproduce", "convert", "export", "watch",
+               "advise")
 
 
 class _Parser(argparse.ArgumentParser):

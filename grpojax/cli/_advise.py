@@ -1,0 +1,135 @@
+"""``grpojax advise``: damping ratio, exact stability margin and advised ranges of η, K_ref (or S) and G."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from grpojax.cli._common import CLIError, console, out_dir, write_json
+
+EXAMPLE = """Example:
+  grpojax advise --eta 0.01 --mu 0.9 --k-ref 4 --group-size 8 --curvature 0.5 --pass-rate 0.8
+  grpojax advise --eta 1e-6 --beta1 0.9 --staleness 2 --group-size 16 --probe runs/probe/metrics.jsonl
+"""
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "advise",
+        help="ζ, exact stability margin and advised η, K_ref (or staleness) and group-size ranges",
+        description="Advise hyperparameters from the oscillator: the damping ratio, the exact stability "
+        "margin, the η and K_ref (or staleness S) ranges that keep ζ within the band with a margin to the "
+        "exact threshold, the stationary noise level vs G, and the G that keeps the zero-variance-group "
+        "fraction p^G + (1-p)^G under a bound. The curvature is given, or fitted from a short probe run "
+        "(--probe).\n\n" + EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--eta", type=float, required=True, help="learning rate η > 0")
+    m = p.add_mutually_exclusive_group()
+    m.add_argument("--mu", type=float, default=None, help="heavy-ball momentum μ in [0, 1) (default 0)")
+    m.add_argument("--beta1", type=float, default=None, help="Adam's β₁ in [0, 1) (heavy ball with μ = β₁, step η(1 − β₁))")
+    k = p.add_mutually_exclusive_group(required=True)
+    k.add_argument("--k-ref", type=int, default=None, help="updates per rollout K_ref >= 1 (periodic refresh)")
+    k.add_argument("--staleness", type=int, default=None, help="asynchronous delay S >= 1 in steps (constant lag)")
+    p.add_argument("--lag", choices=("constant", "periodic"), default=None,
+                   help="lag model (default periodic with --k-ref, constant with --staleness)")
+    p.add_argument("--group-size", type=int, required=True, help="completions per prompt G >= 2")
+    c = p.add_mutually_exclusive_group(required=True)
+    c.add_argument("--curvature", type=float, default=None, help="stale curvature K_d > 0 (optimizer units)")
+    c.add_argument("--probe", default=None, help="a short probe run's log: fit it for the curvature and pass rate")
+    p.add_argument("--k-instant", type=float, default=0.0, help="instant stiffness K_0 >= 0 (e.g. KL anchor), default 0")
+    p.add_argument("--pass-rate", type=float, default=None, help="forecast pass rate p in [0, 1] (default: from --probe)")
+    p.add_argument("--noise", type=float, default=None, help="gradient noise variance σ² (default p(1-p), else 0.25)")
+    p.add_argument("--zero-std-target", type=float, default=0.1, help="bound on p^G + (1-p)^G (default 0.1)")
+    p.add_argument("--zeta-band", type=float, nargs=2, default=(0.7, 1.5), metavar=("LO", "HI"),
+                   help="band of the damping ratio (default 0.7 1.5)")
+    p.add_argument("--margin", type=float, default=0.2, help="relative margin kept from η*_exact (default 0.2)")
+    p.add_argument("--json", default=None, help="also write the advice to this JSON file")
+    p.set_defaults(func=run)
+
+
+def probe_fit(path: str, *, eta_hb: float, mu: float, k: int, lag: str, k_instant: float) -> dict:
+    """Fit a probe run: the creep forecast's fast rate λ = K_eff/C, inverted into K_d; its plateau as p."""
+    from grpojax.fit import forecast_window
+    from grpojax.logs import read_log
+    from grpojax.monitor import curvature_from_rate
+
+    run = read_log(path)
+    s, y = run.series("reward_mean")
+    if s.size < 8:
+        raise CLIError(f"{path}: the probe log holds {s.size} reward points; at least 8 are needed")
+    f = forecast_window(run, prefix=0.999, window=0.001, method="creep", end_step=float(s[-1]) + 1e-6 * max(1.0, float(s[-1])))
+    rate = f.params["fast_rate"]
+    kd = [curvature_from_rate(r, eta_hb, mu, k, lag=lag, k_instant=k_instant) for r in rate]
+    p_star = f.params["p_star"]
+    how = (f"fitted from {path}: fast rate λ = K_eff/C = {rate[0]:.3g}/step [{rate[1]:.3g}, {rate[2]:.3g}] "
+           f"(creep fit, 90%); with C = (1 − μ) − ηK_dτ and K_eff = η(K_0 + K_d) from the hyperparameters, "
+           f"K_d = a/η with a = (λ(1 − μ) − ηK_0)/(1 + λτ): K_d = {kd[0]:.3g} [{min(kd[1:]):.3g}, {max(kd[1:]):.3g}]")
+    return dict(curvature=kd[0], curvature_interval=(min(kd[1:]), max(kd[1:])), pass_rate=p_star[0],
+                plateau=p_star, how=how, status=f.status)
+
+
+def run(args) -> int:
+    from rich.table import Table
+
+    from grpojax.monitor import advise
+
+    for name in ("eta", "mu", "beta1", "curvature", "k_instant", "pass_rate", "noise", "zero_std_target", "margin"):
+        v = getattr(args, name)
+        if v is not None and not math.isfinite(v):
+            raise CLIError(f"--{name.replace('_', '-')} must be a finite number, got {v}")
+    if args.eta <= 0:
+        raise CLIError(f"--eta must be > 0 (the learning rate), got {args.eta}")
+    m = args.beta1 if args.beta1 is not None else (args.mu if args.mu is not None else 0.0)
+    if not 0 <= m < 1:
+        raise CLIError(f"--{'beta1' if args.beta1 is not None else 'mu'} must be in [0, 1), got {m}")
+    kval = args.k_ref if args.k_ref is not None else args.staleness
+    if kval < 1:
+        raise CLIError(f"--{'k-ref' if args.k_ref is not None else 'staleness'} must be >= 1, got {kval}")
+    if args.group_size < 2:
+        raise CLIError(f"--group-size must be >= 2, got {args.group_size}")
+    lag = args.lag or ("periodic" if args.k_ref is not None else "constant")
+    curvature, pass_rate, source, probe = args.curvature, args.pass_rate, None, None
+    if args.probe is not None:
+        eta_hb = args.eta * ((1 - m) if args.beta1 is not None else 1.0)
+        probe = probe_fit(args.probe, eta_hb=eta_hb, mu=m, k=kval, lag=lag, k_instant=args.k_instant)
+        curvature, source = probe["curvature"], probe["how"]
+        if pass_rate is None:
+            pr = probe["pass_rate"]
+            pass_rate = min(max(pr, 0.0), 1.0) if math.isfinite(pr) else None
+    a = advise(eta=args.eta, mu=args.mu, beta1=args.beta1, k_ref=args.k_ref, staleness=args.staleness, lag=lag,
+               group_size=args.group_size, curvature=curvature, k_instant=args.k_instant, noise=args.noise,
+               pass_rate=pass_rate, zero_std_target=args.zero_std_target, zeta_band=tuple(args.zeta_band),
+               margin=args.margin, curvature_source=source)
+    kname = "K_ref" if args.k_ref is not None else "staleness S"
+    t = Table(title=f"grpojax advise ({lag} lag, {'Adam' if a.optimizer == 'adam' else 'heavy-ball momentum'})")
+    t.add_column("quantity")
+    t.add_column("value")
+    t.add_row("damping ratio ζ", f"{a.damping_ratio:.3g} ({a.regime}; band {a.zeta_band[0]:g}-{a.zeta_band[1]:g})")
+    t.add_row("exact critical η*", f"{a.exact_critical_eta:.4g}")
+    t.add_row("margin 1 − η/η*", f"{a.margin:.3g} (spectral radius {a.spectral_radius:.5f} per step; advice keeps ≥ {a.required_margin:g})")
+    t.add_row("advised η", f"{a.eta_range[0]:.3g} – {a.eta_range[1]:.3g}" if a.eta_range else "none at this K_ref")
+    t.add_row(f"advised {kname}", f"{a.k_range[0]} – {a.k_range[1]}" if a.k_range else "none at this η")
+    t.add_row("this configuration", "inside the advised range" if a.in_range else "OUTSIDE the advised range")
+    t.add_row("stationary reward std", ", ".join(f"G={g}: {s:.3g}" for g, s in a.noise_std.items()))
+    if a.pass_rate is not None:
+        t.add_row("zero-variance groups", f"p^G + (1-p)^G = {a.zero_std_fraction:.3g} at p = {a.pass_rate:.3g}, "
+                  f"G = {args.group_size}")
+        t.add_row(f"G for ≤ {a.zero_std_target:g}", str(a.group_size_needed) if a.group_size_needed
+                  else "none up to 1024 (p too close to 0 or 1)")
+    else:
+        t.add_row("zero-variance groups", "give --pass-rate or --probe")
+    console.print(t)
+    console.print(f"curvature: {a.curvature_source}" if probe else f"curvature: given ({curvature:g})", soft_wrap=True)
+    for n in a.notes:
+        console.print(f"note: {n}", soft_wrap=True)
+    if args.json:
+        import pathlib
+
+        pth = pathlib.Path(args.json)
+        out = a.to_dict()
+        if probe is not None:
+            out["probe"] = {k: v for k, v in probe.items()}
+        write_json(out_dir(pth.parent), pth.name, out)
+        console.print(f"wrote {pth}")
+    return 0

@@ -1,0 +1,120 @@
+"""The watch engine: update(state, run) -> (state, report) on growing synthetic runs."""
+
+import numpy as np
+import pytest
+
+import grpojax.dynamics as dyn
+from grpojax.logs import RunLog
+from grpojax.monitor import MonitorConfig, hyperparams_from_meta, init_state, update
+
+T = 200
+
+
+def _columns(seed=0):
+    rng = np.random.default_rng(seed)
+    t = np.arange(1, T + 1, dtype=float)
+    reward = 0.8 - 0.6 * np.exp(-t / 30) + 0.03 * rng.standard_normal(T)
+    eval_r = np.full(T, np.nan)
+    eval_r[9::10] = 0.8 - 0.6 * np.exp(-t[9::10] / 30) - 0.002 * (t[9::10] - 100) ** 2 / 100
+    return dict(step=t, reward_mean=reward, eval_reward=eval_r, frac_zero_std=np.full(T, 0.9))
+
+
+META = dict(eta=0.01, mu=0.9, k_ref=4, lag="periodic", curvature=0.5, max_steps=400)
+
+
+def _run(n, meta=META):
+    return RunLog.from_columns({k: v[:n] for k, v in _columns().items()}, name="sim", meta=dict(meta))
+
+
+CFG = MonitorConfig(every=25, method="persistence")
+
+
+def test_persistence_forecast_matches_window_mean_and_cadence():
+    st = init_state()
+    st0 = st
+    st, r = update(st, _run(5), CFG)
+    assert st0 == init_state()  # pure: the old state is untouched
+    assert r.forecast is None and any("8 points" in n for n in r.notes)
+    st, r = update(st, _run(40), CFG)
+    assert r.refreshed and r.forecast is not None
+    # persistence: the mean of the prefix's last window (0.1 of the planned span 1..400)
+    s, y = _columns()["step"][:40], _columns()["reward_mean"][:40]
+    width = 0.1 * (400 - 1)
+    assert r.forecast["mean"] == pytest.approx(np.mean(y[s > s[-1] - width]))
+    assert r.forecast["lo"] < r.forecast["mean"] < r.forecast["hi"]
+    assert r.forecast["end_step"] == 400
+    st, r2 = update(st, _run(60), CFG)  # 20 new points < every: nothing recomputed
+    assert not r2.refreshed and r2.forecast == r.forecast
+    st, r3 = update(st, _run(70), CFG)
+    assert r3.refreshed and r3.forecast != r.forecast
+
+
+def test_best_checkpoint_is_argmax_of_smoothed_eval():
+    _, r = update(init_state(), _run(T), CFG)
+    c = _columns()
+    s, y = c["step"][9::10], c["eval_reward"][9::10]
+    sm = np.array([y[max(0, i - 2):i + 3].mean() for i in range(y.size)])
+    assert r.best["metric"] == "eval_reward"
+    assert r.best["step"] == s[np.argmax(sm)]
+    assert r.best["value"] == pytest.approx(sm.max())
+
+
+def test_findings_appear_once_with_first_step():
+    st, r = update(init_state(), _run(60), CFG)
+    assert "advantage_degeneracy" in r.new_findings
+    first = {f["mode"]: f["first_step"] for f in r.findings}
+    assert first["advantage_degeneracy"] == 60
+    st, r = update(st, _run(120), CFG)
+    assert "advantage_degeneracy" not in r.new_findings
+    assert {f["mode"]: f["first_step"] for f in r.findings}["advantage_degeneracy"] == 60
+
+
+def test_stability_from_meta_matches_exact_threshold():
+    _, r = update(init_state(), _run(50), CFG)
+    st = r.stability
+    star = float(dyn.exact_critical_eta(0.9, 4, 0.5, lag="periodic"))
+    assert st["margin"] == pytest.approx(1 - 0.01 / star, rel=1e-9)
+    z = float(dyn.damping_ratio(dyn.from_hyperparams(0.01, 0.9, 4, 0.5, lag="periodic")))
+    assert st["damping_ratio"] == pytest.approx(z, rel=1e-5)
+    assert st["curvature_source"] == "log meta"
+    _, r = update(init_state(), _run(50, meta={}), CFG)
+    assert r.stability is None and any("learning rate" in n for n in r.notes)
+
+
+def test_meta_aliases_and_adam():
+    hp = hyperparams_from_meta({"learning_rate": 1e-6, "optimizer": "adamw", "num_iterations": 2,
+                                "hyperparams": {"curvature": 3.0}, "max_steps": 500})
+    assert hp == {"eta": 1e-6, "k_ref": 2.0, "curvature": 3.0, "end_step": 500.0, "beta1": 0.9}
+
+
+def test_report_to_dict_is_json():
+    import json
+
+    _, r = update(init_state(), _run(80), CFG)
+    d = json.loads(json.dumps(r.to_dict(), allow_nan=False))
+    assert d["run"] == "sim" and d["n_points"] == 80 and d["forecast"]["method"] == "persistence"
+
+
+@pytest.mark.parametrize("cfg, match", [(MonitorConfig(every=0), "every"), (MonitorConfig(method="magic"), "method"),
+                                        (MonitorConfig(level=1.5), "level")])
+def test_bad_config(cfg, match):
+    with pytest.raises(ValueError, match=match):
+        update(init_state(), _run(20), cfg)
+    with pytest.raises(TypeError, match="RunLog"):
+        update(init_state(), {"reward_mean": [1.0]}, MonitorConfig())
+
+
+@pytest.mark.slow
+def test_creep_forecast_plateau_time_and_fitted_curvature():
+    """Creep forecast on an oscillator-shaped curve: p* within its interval, curvature from the fast rate."""
+    p = dyn.from_hyperparams(0.01, 0.5, 2, 2.0, lag="constant")
+    rate = float(p.K_eff) / float(p.C)
+    t = np.arange(1, 301, dtype=float)
+    y = 0.8 - 0.6 * np.exp(-rate * t) + 0.01 * np.random.default_rng(1).standard_normal(t.size)
+    run = RunLog.from_columns({"step": t, "reward_mean": y}, name="c",
+                              meta=dict(eta=0.01, mu=0.5, staleness=2, max_steps=600))
+    _, r = update(init_state(), run, MonitorConfig(every=10, diagnose=False))
+    f = r.forecast
+    assert f["plateau"]["lo"] <= 0.8 <= f["plateau"]["hi"]
+    assert f["time_to_plateau"]["steps_left"] == 0.0
+    assert r.stability["curvature"] == pytest.approx(2.0, rel=0.3)
