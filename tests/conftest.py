@@ -2,6 +2,10 @@
 
 x64 is enabled for the whole test session (never by the library at import time). Library code
 must therefore be explicit about dtypes where it wants float32/bf16.
+
+Dtype promotion is strict and implicit rank promotion raises for the whole suite (as diffrax's own
+suite does): ``float32 + float64`` or ``(3,) + (2, 3)`` is an error here, so the library states its
+dtypes and broadcasts explicitly, and a user's float32 arrays are not silently promoted.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+jax.config.update("jax_numpy_rank_promotion", "raise")
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 REAL_LOGS = REPO.parent / "shared" / "real-logs"

@@ -104,7 +104,7 @@ def multi_arm_step(state: MultiArmState, key: Array) -> tuple[MultiArmState, dic
     if cfg.gradient == "stale":
         g_r = (s_pos + s_neg) / G
     else:
-        w = rho * (s_pos * (~clip_pos) + s_neg * (~clip_neg))
+        w = rho * (s_pos * (~clip_pos).astype(s_pos.dtype) + s_neg * (~clip_neg).astype(s_neg.dtype))
         g_r = (w - pi * jnp.sum(w, axis=-1, keepdims=True)) / G
     logref = jax.nn.log_softmax(cfg.ref_logits, axis=-1)
     L = logpi - logref
@@ -115,7 +115,7 @@ def multi_arm_step(state: MultiArmState, key: Array) -> tuple[MultiArmState, dic
     P = theta.shape[0]
     pos = (m > 0) & (c * (1.0 - q) > 0)
     neg = ((n - m) > 0) & (c * q > 0)
-    clipped = jnp.sum(m * (clip_pos & pos) + (n - m) * (clip_neg & neg))
+    clipped = jnp.sum(m * (clip_pos & pos).astype(m.dtype) + (n - m) * (clip_neg & neg).astype(m.dtype))
     metrics = dict(
         reward_mean=jnp.mean(q),
         reward_std=jnp.mean(s),

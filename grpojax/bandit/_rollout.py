@@ -56,7 +56,8 @@ def _two_arm_metrics(m: dict[str, Array], cfg: BanditConfig) -> dict[str, Array]
     p_ref = cfg.p_ref
     kl = p * (jnp.log(p) - jnp.log(p_ref)) + pm * (jnp.log(pm) - jnp.log1p(-p_ref))
     mixed = (k > 0) & (k < G)
-    clipped = jnp.where(mixed, k * (rc > 1 + eps) + (G - k) * (rw < 1 - eps), 0.0) / G
+    dt = q.dtype
+    clipped = jnp.where(mixed, k * (rc > 1 + eps).astype(dt) + (G - k) * (rw < 1 - eps).astype(dt), 0.0) / G
     return dict(
         reward_mean=q,
         reward_std=jnp.sqrt(q * (1.0 - q)),

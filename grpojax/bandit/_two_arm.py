@@ -123,7 +123,7 @@ def behaviour_logit(state: TwoArmState) -> tuple[Array, Array]:
     """
     cfg = state.config
     n, L = state.step, cfg.max_lag
-    slots = jnp.arange(L)
+    slots = jnp.arange(L, dtype=n.dtype)
     if cfg.lag == "constant":
         read = jnp.mod(n - cfg.k_ref, L)
         if L <= _UNROLL_MAX_LAG:  # a sum of L selects fuses with the step; a reduction would not

@@ -72,6 +72,9 @@ def expm2(F: Array, t: Array) -> Array:
     s = 0.5 * (F[..., 0, 0] + F[..., 1, 1])
     d = F[..., 0, 0] * F[..., 1, 1] - F[..., 0, 1] * F[..., 1, 0]
     c, sig = expm2_coefficients(s, d, t)
-    eye = jnp.eye(2, dtype=F.dtype)
+    c, sig = jnp.broadcast_arrays(c, sig)
+    s = jnp.broadcast_to(s, c.shape)
+    F = jnp.broadcast_to(F, c.shape + (2, 2))
+    eye = jnp.eye(2, dtype=F.dtype).reshape((1,) * c.ndim + (2, 2))  # explicit ranks: no implicit promotion
     shifted = F - s[..., None, None] * eye
     return c[..., None, None] * eye + sig[..., None, None] * shifted

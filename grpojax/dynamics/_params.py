@@ -17,6 +17,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+from grpojax._dtypes import as_float
 from grpojax.dynamics._checks import check, check_hyperparams, check_lag
 
 REGIMES: tuple[str, ...] = ("overdamped", "critical", "underdamped", "unstable")
@@ -64,8 +65,8 @@ def lag_tau(k_ref: ArrayLike, lag: str = "constant") -> Array:
     """Effective lag τ of the behaviour policy: ``K_ref`` (constant) or ``(K_ref − 1)/2`` (periodic)."""
     check_lag(lag)
     k_ref = check_hyperparams(k_ref=k_ref)[2]
-    k_ref = jnp.asarray(k_ref)
-    return k_ref * 1.0 if lag == "constant" else (k_ref - 1.0) / 2.0
+    k_ref = as_float(k_ref)
+    return k_ref if lag == "constant" else (k_ref - 1.0) / 2.0
 
 
 def from_hyperparams(
@@ -107,14 +108,14 @@ def from_hyperparams(
     eta, mu, k_ref, curvature, k_instant = check_hyperparams(eta, mu, k_ref, curvature, k_instant)
     noise = check("noise", noise, lambda a: a >= 0, ">= 0 (gradient noise variance)")
     p_star = check("p_star", p_star, _any, "finite", on_trace="skip")
-    eta, mu, kd, k0 = (jnp.asarray(x) * 1.0 for x in (eta, mu, curvature, k_instant))
+    eta, mu, kd, k0 = (as_float(x) for x in (eta, mu, curvature, k_instant))
     tau = lag_tau(k_ref, lag)
     a = eta * kd
     M = (1.0 + mu) / 2.0 + a * tau**2 / 2.0
     C = (1.0 - mu) - a * tau
     K_eff = eta * (k0 + kd)
-    D = eta**2 * jnp.asarray(noise)
-    return OscillatorParams(M, C, K_eff, jnp.asarray(p_star) * 1.0, D)
+    D = eta**2 * as_float(noise)
+    return OscillatorParams(M, C, K_eff, as_float(p_star), D)
 
 
 def natural_frequency(p: OscillatorParams) -> Array:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+from grpojax._dtypes import as_float
 from grpojax.dynamics._checks import check_hyperparams, check_lag
 
 
@@ -18,7 +19,7 @@ def _k_ref_from_tau(tau: Array, lag: str) -> Array:
 
 
 def _tau_from_k_ref(k_ref: Array, lag: str) -> Array:
-    return k_ref * 1.0 if lag == "constant" else (k_ref - 1.0) / 2.0
+    return k_ref if lag == "constant" else (k_ref - 1.0) / 2.0
 
 
 def critical_k_ref(
@@ -31,8 +32,8 @@ def critical_k_ref(
     """
     check_lag(lag)
     eta, mu, _, curvature, k_instant = check_hyperparams(eta, mu, None, curvature, k_instant)
-    a = jnp.asarray(eta) * jnp.asarray(curvature)
-    tau = jnp.where(a > 0, (1.0 - jnp.asarray(mu)) / jnp.where(a > 0, a, 1.0), jnp.inf)
+    a = as_float(eta) * as_float(curvature)
+    tau = jnp.where(a > 0, (1.0 - as_float(mu)) / jnp.where(a > 0, a, 1.0), jnp.inf)
     return _k_ref_from_tau(tau, lag)
 
 
@@ -42,8 +43,8 @@ def critical_eta(
     """Learning rate at which the closed-form damping vanishes: η* = (1 − μ)/(K_d τ); ``+inf`` when τ K_d ≤ 0."""
     check_lag(lag)
     _, mu, k_ref, curvature, k_instant = check_hyperparams(None, mu, k_ref, curvature, k_instant)
-    denom = jnp.asarray(curvature) * _tau_from_k_ref(jnp.asarray(k_ref), lag)
-    return jnp.where(denom > 0, (1.0 - jnp.asarray(mu)) / jnp.where(denom > 0, denom, 1.0), jnp.inf)
+    denom = as_float(curvature) * _tau_from_k_ref(as_float(k_ref), lag)
+    return jnp.where(denom > 0, (1.0 - as_float(mu)) / jnp.where(denom > 0, denom, 1.0), jnp.inf)
 
 
 def oscillatory_k_ref(
@@ -58,9 +59,9 @@ def oscillatory_k_ref(
     """
     check_lag(lag)
     eta, mu, _, curvature, k_instant = check_hyperparams(eta, mu, None, curvature, k_instant)
-    eta, mu = jnp.asarray(eta) * 1.0, jnp.asarray(mu) * 1.0
-    a = eta * jnp.asarray(curvature)
-    b = eta * (jnp.asarray(curvature) + jnp.asarray(k_instant))
+    eta, mu = as_float(eta), as_float(mu)
+    a = eta * as_float(curvature)
+    b = eta * (as_float(curvature) + as_float(k_instant))
     qa = a * (a - 2.0 * b)
     qb = -2.0 * a * (1.0 - mu)
     qc = (1.0 - mu) ** 2 - 2.0 * b * (1.0 + mu)
@@ -83,11 +84,11 @@ def oscillatory_eta(
     """
     check_lag(lag)
     _, mu, k_ref, curvature, k_instant = check_hyperparams(None, mu, k_ref, curvature, k_instant)
-    mu = jnp.asarray(mu) * 1.0
-    kd = jnp.asarray(curvature) * 1.0
+    mu = as_float(mu)
+    kd = as_float(curvature)
     safe_kd = jnp.where(kd > 0, kd, 1.0)
-    r = jnp.asarray(k_instant) / safe_kd
-    tau = _tau_from_k_ref(jnp.asarray(k_ref), lag)
+    r = as_float(k_instant) / safe_kd
+    tau = _tau_from_k_ref(as_float(k_ref), lag)
     A = tau**2 * (1.0 + 2.0 * r)
     B = 2.0 * (1.0 - mu) * tau + 2.0 * (1.0 + r) * (1.0 + mu)
     a = 2.0 * (1.0 - mu) ** 2 / (B + jnp.sqrt(B**2 + 4.0 * A * (1.0 - mu) ** 2))

@@ -14,9 +14,16 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+from grpojax._dtypes import as_float
 from grpojax.dynamics._checks import check
 from grpojax.dynamics._expm2 import expm2, expm2_coefficients
 from grpojax.dynamics._params import OscillatorParams
+
+
+def _times(a: Array, b: Array) -> Array:
+    """``a * b`` with the broadcast made explicit (no implicit rank promotion)."""
+    shape = jnp.broadcast_shapes(a.shape, b.shape)
+    return jnp.broadcast_to(a, shape) * jnp.broadcast_to(b, shape)
 
 
 @jax.jit
@@ -47,7 +54,7 @@ def response_from_rest(p: OscillatorParams, t: ArrayLike) -> Array:
     d = p.K_eff / p.M
     c, sig = expm2_coefficients(s, d, jnp.asarray(t))
     # [exp(Ft)]₀₀ = e^{st} (c + σ (F₀₀ − s)) with F₀₀ = 0
-    return c - sig * s
+    return c - sig * jnp.broadcast_to(s, c.shape)
 
 
 def trajectory(p: OscillatorParams, t: ArrayLike, *, e0: ArrayLike = 1.0) -> Array:
@@ -60,7 +67,7 @@ def trajectory(p: OscillatorParams, t: ArrayLike, *, e0: ArrayLike = 1.0) -> Arr
         -0.5
     """
     t = check("t", t, lambda a: a >= 0, ">= 0 (steps since the start)")
-    return jnp.asarray(e0) * response_from_rest(p, t)
+    return _times(as_float(e0), response_from_rest(p, t))
 
 
 def state_trajectory(p: OscillatorParams, t: ArrayLike, x0: ArrayLike) -> Array:
@@ -72,4 +79,7 @@ def state_trajectory(p: OscillatorParams, t: ArrayLike, x0: ArrayLike) -> Array:
 
 def mean_reward(p: OscillatorParams, t: ArrayLike, p0: ArrayLike) -> Array:
     """Expected reward p(t) = p* + (p0 − p*) φ(t) for a run that starts at rest at ``p0``."""
-    return p.p_star + (jnp.asarray(p0) - p.p_star) * response_from_rest(p, t)
+    phi = response_from_rest(p, t)
+    shape = jnp.broadcast_shapes(phi.shape, jnp.shape(p0), p.p_star.shape)
+    p_star = jnp.broadcast_to(p.p_star, shape)
+    return p_star + _times(as_float(p0) - p.p_star, phi)

@@ -159,8 +159,11 @@ def fit_state_space_batched(steps, Y, *, key, num_warmup: int = 500, num_samples
         pbar.add_task("NUTS curves", total=N)
     try:
         for sel, m in padded_chunks(N, B):
-            z, d = _run({k: v[sel] for k, v in init.items()}, jnp.asarray(yn[sel]), tuple(float(u) for u in uniq),
-                        jnp.asarray(index), int(num_warmup), int(num_samples), bool(dense_mass), keys[sel])
+            # numpyro's HMC adaptation mixes integer counters with floats: standard promotion for it
+            with jax.numpy_dtype_promotion("standard"):
+                z, d = _run({k: v[sel] for k, v in init.items()}, jnp.asarray(yn[sel]),
+                            tuple(float(u) for u in uniq), jnp.asarray(index), int(num_warmup), int(num_samples),
+                            bool(dense_mass), keys[sel])
             zs_parts.append({k: np.asarray(v)[:m] for k, v in z.items()})
             div_parts.append(np.asarray(d)[:m])
             if pbar is not None:

@@ -250,7 +250,10 @@ def fit_bayes(
     t_start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="There are not enough devices")
-        mcmc.run(k_run, *args, init_params=init, extra_fields=("diverging",))
+        # numpyro's adaptation mixes integer counters with floats: standard promotion for the sampler,
+        # whatever the caller's jax_numpy_dtype_promotion (the models themselves are explicit).
+        with jax.numpy_dtype_promotion("standard"):
+            mcmc.run(k_run, *args, init_params=init, extra_fields=("diverging",))
     post = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
     runtime = time.perf_counter() - t_start
     divergences = int(np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"]).sum())

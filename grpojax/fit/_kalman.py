@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from grpojax._checks import check
+from grpojax._dtypes import float_dtype
 from grpojax.dynamics import OscillatorParams, drift_matrix, expm2
 from grpojax.sde import exact_transition
 
@@ -69,7 +70,7 @@ def kalman_filter(y, mask, A, Q, R, m0, P0, *, offset=0.0, unroll: int = 4) -> K
     P0 = check("P0", P0, lambda a: (a >= 0) | _OFF_DIAGONAL,
                "a (2, 2) covariance with a diagonal >= 0", on_trace="allow_nan")
     y = jnp.asarray(y)
-    dtype = jnp.result_type(y.dtype, jnp.asarray(A).dtype, jnp.float32)
+    dtype = float_dtype(y, jnp.asarray(A))
     mask = jnp.asarray(mask, bool)
     R = jnp.broadcast_to(jnp.asarray(R, dtype), y.shape)
     yv = jnp.where(mask, y - offset, 0.0).astype(dtype)

@@ -90,7 +90,8 @@ def _expected(c, grid, ts, e0):
     c = broadcast(c)
     flat = [a.reshape(-1) for a in (c.M, c.C, c.K_eff)]
     phi = jax.vmap(lambda M, C, K: _phi_solve(M, C, K, grid, ts))(*flat)
-    return phi.reshape(c.M.shape + ts.shape) * jnp.asarray(e0, phi.dtype)[..., None]
+    phi = phi.reshape(c.M.shape + ts.shape)
+    return phi * jnp.broadcast_to(jnp.asarray(e0, phi.dtype)[..., None], phi.shape)
 
 
 def expected_trajectory(params: Any, ts: Any, *, e0: Any = 1.0, dt: float = 0.25, t0: float = 0.0) -> jax.Array:
@@ -150,7 +151,10 @@ def _fit_one(y, p0, theta_init_grid, p_star_fixed, model, fit_p_star, iters, lr)
         theta, state = carry
         value, grad = vg(theta)
         grad = jnp.where(jnp.isfinite(grad), grad, 0.0)
-        updates, state = opt.update(grad, state, theta)
+        # optax raises its Python-float decay to its int32 step count: standard promotion for that call
+        # (whatever the caller's jax_numpy_dtype_promotion), ours stays explicit.
+        with jax.numpy_dtype_promotion("standard"):
+            updates, state = opt.update(grad, state, theta)
         return (optax.apply_updates(theta, updates), state), value
 
     (theta, state), _ = jax.lax.scan(body, (theta, state), None, length=iters)
