@@ -29,6 +29,7 @@ EXPERIMENTS = (
     ("fit_calibration", "Calibration of the state-space posterior on simulated curves"),
     ("failure_benchmark", "Failure-mode separation on labelled runs"),
     ("grpo_tiny", "GRPO loop on a tiny decoder (tiny-arith)"),
+    ("advisor_validation", "Hyperparameter advisor vs measured bandit outcomes"),
 )
 
 EXAMPLE = """Example:
