@@ -174,3 +174,199 @@ def test_log_that_starts_over_is_two_runs(tmp_path):
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(str(p)) and "holds 2 runs ('twice#1', 'twice#2')" in msg
     assert "run=NAME" in msg and "read_logs" in msg
+
+
+# ------------------------------------------------------------------------ TensorBoard: CRC-checked records
+def _event_file(folder: pathlib.Path, n: int = 30) -> tuple[pathlib.Path, list[int]]:
+    """An event file written by tensorboard's own EventFileWriter: reward 0.01·s at steps 1..n.
+
+    Returns the file and the byte offset of every record (the first is the file-version event).
+    """
+    import struct
+
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    w = EventFileWriter(str(folder))
+    for s in range(1, n + 1):
+        w.add_event(Event(step=s, wall_time=1.0 + s, summary=Summary(value=[Summary.Value(tag="reward", simple_value=0.01 * s)])))
+    w.close()
+    [path] = folder.glob("*tfevents*")
+    data = path.read_bytes()
+    offsets, p = [], 0
+    while p < len(data):
+        offsets.append(p)
+        p += 16 + struct.unpack_from("<Q", data, p)[0]
+    assert p == len(data) and len(offsets) == n + 1
+    return path, offsets
+
+
+def _read_warned(path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = read_log(path)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, LogWarning)]
+    return run, msgs
+
+
+def test_masked_crc32c_matches_tensorboards_reference():
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    from grpojax.logs._tensorboard import _VECTOR_MAX, _masked_crcs
+
+    rng = np.random.default_rng(0)
+    buf = rng.integers(0, 256, 3 * _VECTOR_MAX, dtype=np.uint8)
+    starts = rng.integers(0, _VECTOR_MAX, 60)
+    lengths = np.r_[rng.integers(0, 300, 55), 0, 1, _VECTOR_MAX, _VECTOR_MAX + 1, 2 * _VECTOR_MAX - 7]
+    got = _masked_crcs(buf, starts, lengths)
+    want = [masked_crc32c(buf[a:a + n].tobytes()) for a, n in zip(starts, lengths)]
+    np.testing.assert_array_equal(got, np.asarray(want, dtype=np.uint32))
+
+
+def test_tensorboard_value_with_a_flipped_bit_is_skipped_with_a_warning(tmp_path):
+    path, offsets = _event_file(tmp_path)
+    data = bytearray(path.read_bytes())
+    # step 15's record: a bit flipped in the float's exponent turns 0.15 into ~5e37
+    value_at = data.index(np.float32(0.15).tobytes(), offsets[15])
+    assert value_at < offsets[16]
+    data[value_at + 3] ^= 0x40
+    path.write_bytes(bytes(data))
+    run, msgs = _read_warned(path)
+    s, r = run.series("reward_mean")
+    np.testing.assert_array_equal(s, [k for k in range(1, 31) if k != 15])
+    np.testing.assert_allclose(r, 0.01 * s, rtol=1e-6)  # no corrupted value is read
+    [msg] = msgs
+    assert msg.startswith(str(path)) and "1 record(s) fail their CRC32C check" in msg
+    assert f"at byte {offsets[15]}" in msg and "step(s) 15" in msg and "1 point(s) lost" in msg
+    assert run.meta["warnings"] == [msg[len(str(path)) + 2:]]
+
+
+def test_tensorboard_corrupt_length_field_skips_to_the_next_valid_record(tmp_path):
+    path, offsets = _event_file(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[offsets[10]] ^= 0x07  # the length of step 10's record: the reader cannot trust where the next one starts
+    path.write_bytes(bytes(data))
+    run, msgs = _read_warned(path)
+    np.testing.assert_array_equal(run.steps, [k for k in range(1, 31) if k != 10])
+    np.testing.assert_allclose(run.columns["reward_mean"], 0.01 * run.steps, rtol=1e-6)
+    [msg] = msgs
+    assert f"a record header fails its CRC32C check at byte {offsets[10]}" in msg
+    assert f"bytes {offsets[10]}-{offsets[11]}" in msg and "between step 9 and step 11" in msg
+
+
+@pytest.mark.parametrize("keep", [1 / 3, 0.5, 0.9])
+def test_truncated_tensorboard_file_warns_where_points_were_lost(tmp_path, keep):
+    path, offsets = _event_file(tmp_path)
+    data = path.read_bytes()
+    cut = int(len(data) * keep)
+    if cut in offsets:
+        cut += 5  # inside a record: a cut at a record boundary is indistinguishable from a finished run
+    path.write_bytes(data[:cut])
+    run, msgs = _read_warned(path)
+    last = max(k for k in range(1, 30) if offsets[k + 1] <= cut)  # the last record that is whole
+    assert run.steps.tolist() == list(range(1, last + 1))
+    np.testing.assert_allclose(run.columns["reward_mean"], 0.01 * run.steps, rtol=1e-6)
+    [msg] = msgs
+    assert f"at byte {offsets[last + 1]} ({cut - offsets[last + 1]} bytes of it present" in msg
+    assert "ends in a partial record" in msg and f"the points logged after step {last} are lost" in msg
+
+
+def test_tensorboard_file_with_no_valid_record_is_an_error(tmp_path):
+    path, offsets = _event_file(tmp_path, n=3)
+    data = bytearray(path.read_bytes())
+    for o in offsets:
+        data[o + 8] ^= 0xFF  # every header CRC broken
+    path.write_bytes(bytes(data))
+    with pytest.raises(LogFormatError, match="not a readable TensorBoard event file: a record header fails"):
+        read_log(path)
+
+
+# ---------------------------------------------------------------------------------- mixed formats, deep JSON
+def _trl_line(s):
+    return f"{{'loss': 0.1, 'reward': {0.01 * s:.4f}, 'epoch': {s / 60:.2f}}}"
+
+
+def _verl_line(s):
+    return f"step:{s} - critic/score/mean:{0.01 * s:.4f} - actor/entropy:0.3"
+
+
+@pytest.mark.parametrize("trl_first", [True, False])
+def test_console_log_mixing_two_formats_is_refused(tmp_path, trl_first):
+    trl = [_trl_line(s) for s in range(1, 31)]
+    verl = [_verl_line(s) for s in range(31, 61)]
+    p = tmp_path / "mixed.log"
+    p.write_text("\n".join(trl + verl if trl_first else verl + trl) + "\n")
+    msg = _err(p, "mixes two log formats")
+    t_line, v_line = (1, 31) if trl_first else (31, 1)
+    assert f"30 trl_console entries (first at line {t_line})" in msg
+    assert f"30 verl_console entries (first at line {v_line})" in msg
+    # a format chosen by the caller reads its entries, with a warning naming the others
+    with pytest.warns(LogWarning, match=r"holds 30 trl_console entries .* the verl_console entries are ignored"):
+        run = read_log(p, format="trl_console")
+    assert run.count("reward_mean") == 30
+
+
+def test_console_head_guess_gives_way_to_the_format_found_in_the_file(tmp_path):
+    """A config fragment that looks like a Trainer dict in the head is not a second format."""
+    p = tmp_path / "verl.log"
+    config = "    {'alfworld': {'eval_dataset': 'eval_in_distribution'}\n"
+    p.write_text(config + "x" * 70_000 + "\n" + "\n".join(_verl_line(s) for s in range(1, 11)) + "\n")
+    run = read_log(p)
+    assert run.format == "verl_console" and run.count("reward_mean") == 10
+
+
+@pytest.mark.parametrize(
+    "foreign, kind",
+    [
+        (lambda s: {"step": s, "data": {"critic/score/mean": 0.01 * s}}, "verl_jsonl"),
+        (lambda s: {"train/global_step": s, "train/reward": 0.01 * s}, "openrlhf_jsonl"),
+    ],
+)
+def test_jsonl_with_lines_of_another_format_is_refused(tmp_path, foreign, kind):
+    p = tmp_path / "mixed.jsonl"
+    rows = [{"step": s, "reward_mean": 0.01 * s} for s in range(1, 21)] + [foreign(s) for s in range(21, 61)]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    msg = _err(p, "mixes two log formats")
+    assert "20 jsonl line(s) (first at line 1)" in msg and f"40 {kind} line(s) (first at line 21)" in msg
+
+
+@pytest.mark.parametrize(
+    "name, text, match",
+    [
+        ("deep.json", '{"log_history": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+        ("deep_dicts.json", '{"log_history": [' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "]}", "nested too deeply"),
+        ("deep.jsonl", '{"step": 1, "reward_mean": 0.1}\n{"step": 2, "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+         "line 2 is JSON nested too deeply"),
+        ("deep_verl.jsonl", '{"step": 1, "data": ' + "[" * 100_000 + "]" * 100_000 + "}\n", "nested too deeply"),
+    ],
+)
+def test_deeply_nested_json_is_a_one_line_error(tmp_path, name, text, match):
+    p = tmp_path / name
+    p.write_text(text)
+    _err(p, match)
+
+
+# --------------------------------------------------------------------------------- JSONL record lines
+def test_record_lines_fold_into_meta_and_survive_truncation(tmp_path):
+    from grpojax.logs import JsonlLogger, read_jsonl, truncate_jsonl
+
+    p = tmp_path / "run.jsonl"
+    with JsonlLogger(p, name="r", meta={"group_size": 4}) as log:
+        for s in range(1, 4):
+            log.write(s, reward_mean=0.1 * s)
+    with JsonlLogger(p, name="r", append=True) as log:
+        rec = log.record("resume", from_step=3, config_changes={"optim.lr": [0.01, 0.005]})
+        log.write(4, reward_mean=0.4)
+        with pytest.raises(ValueError, match="kind=''"):
+            log.record("")
+    lines = p.read_text().splitlines()
+    assert len(lines) == 6 and json.loads(lines[4]) == rec  # one header only, the record in place
+    assert rec == {"_grpojax": {"record": "resume", "from_step": 3, "config_changes": {"optim.lr": [0.01, 0.005]}}}
+    [run] = read_jsonl(p)
+    np.testing.assert_array_equal(run.steps, [1, 2, 3, 4])
+    assert run.meta["records"] == [rec["_grpojax"]] and run.meta["group_size"] == 4
+    assert truncate_jsonl(p, 3) == 5  # the record of a resume from step 3 stays
+    assert truncate_jsonl(p, 2) == 3  # cut back below it: gone
+    [run] = read_jsonl(p)
+    assert "records" not in run.meta and run.steps.tolist() == [1, 2]

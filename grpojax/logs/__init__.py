@@ -46,8 +46,11 @@ resumed from a checkpoint into the same log) keep the last value; out-of-order s
 NaN values are kept and counted in ``meta["nan_counts"]``. :func:`merge_runs` joins a run resumed
 into a second file. :func:`moving_average` is the one centred moving average of the package (the
 fits and detectors use it) with an explicit ``edge=`` policy. Empty, truncated or malformed
-files, unknown formats and logs without a reward column raise :class:`LogFormatError` (a
-``ValueError``) with a one-line message naming the file and the problem.
+files, unknown formats, files mixing two formats (console lines of two trainers, JSONL lines of
+two loggers), JSON nested too deeply to parse and logs without a reward column raise
+:class:`LogFormatError` (a ``ValueError``) with a one-line message naming the file and the
+problem. TensorBoard records are CRC-checked: a corrupt or truncated record is skipped with a
+warning saying how many points were lost and where.
 """
 
 from grpojax.logs._jsonl import (

@@ -13,6 +13,11 @@ Format (version 1), UTF-8, one JSON object per line:
   metrics. Eval results may share the train line of their step or come on their own line
   ``{"step": 20, "eval_reward": 0.3}``; lines of the same step merge. Logging the same (step,
   metric) twice keeps the last value, with a warning. Steps should increase.
+* anywhere after the header, record lines ``{"_grpojax": {"record": KIND, ...}}`` note an event of
+  the run that is not a metric, e.g. ``{"_grpojax": {"record": "resume", "from_step": 120,
+  "config_changes": {"optim.lr": [0.01, 0.005]}}}`` where a resumed run continues with a changed
+  config. Readers do not take them as steps: :func:`read_jsonl` lists them, in order, in
+  ``RunLog.meta["records"]``. :meth:`JsonlLogger.record` appends one.
 
 :func:`write_jsonl` writes a :class:`RunLog` in this format (NaN entries = not logged are
 omitted); :class:`JsonlLogger` streams it from a training loop (append mode for resumed runs,
@@ -42,6 +47,14 @@ __all__ = ["read_jsonl", "write_jsonl", "JsonlLogger", "JSONL_VERSION", "jsonl_h
 
 JSONL_VERSION = 1
 _STEP_KEYS = ("step", "_step", "train/global_step", "global_step", "eval/epoch", "eval/global_step")
+_OPENRLHF_STEP_KEYS = ("train/global_step", "global_step", "eval/epoch", "eval/global_step")
+
+
+def _line_kind(obj: dict, step_key: str) -> str:
+    """The format one JSONL line belongs to (lines of different kinds in one file are refused)."""
+    if step_key == "step" and isinstance(obj.get("data"), dict) and len(obj) == 2:
+        return "verl_jsonl"
+    return "openrlhf_jsonl" if step_key in _OPENRLHF_STEP_KEYS else "jsonl"
 
 
 def jsonl_header(name: str, *, format: str = "jsonl", source: str = "", meta: Mapping | None = None) -> dict:
@@ -153,6 +166,21 @@ class JsonlLogger:
             self._mirror(int(step), rec)
         return rec
 
+    def record(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """Append a record line ``{"_grpojax": {"record": kind, **fields}}`` and return it as written.
+
+        For events of the run that are not metrics (e.g. ``record("resume", from_step=120,
+        config_changes={...})``); readers fold them into ``RunLog.meta["records"]`` and never take
+        them as steps. A ``from_step`` field lets :func:`truncate_jsonl` drop the record when the
+        log is cut back below that step.
+        """
+        if not kind or not isinstance(kind, str):
+            raise ValueError(f"kind={kind!r}; expected a non-empty string")
+        rec = {"_grpojax": {"record": kind, **to_jsonable(fields)}}
+        self._f.write(_dumps(rec) + "\n")
+        self._f.flush()
+        return rec
+
     def _mirror(self, step: int, rec: dict) -> None:
         from tensorboard.compat.proto.event_pb2 import Event  # noqa: PLC0415
         from tensorboard.compat.proto.summary_pb2 import Summary  # noqa: PLC0415
@@ -186,6 +214,8 @@ class JsonlLogger:
 def truncate_jsonl(path: str | os.PathLike, last_step: int) -> int:
     """Drop every line whose ``step`` exceeds ``last_step``, and torn (non-JSON) lines; keep the header.
 
+    Record lines (:meth:`JsonlLogger.record`) are kept unless their ``from_step`` exceeds ``last_step``.
+
     Used before a run resumed from the checkpoint of ``last_step`` appends to its log, so that the
     log holds each step once. The file is rewritten atomically. Returns the number of lines kept
     (0 when the file does not exist).
@@ -202,6 +232,8 @@ def truncate_jsonl(path: str | os.PathLike, last_step: int) -> int:
         if not isinstance(rec, dict):
             continue
         step = rec.get("step")
+        if step is None and isinstance(rec.get("_grpojax"), dict):
+            step = rec["_grpojax"].get("from_step")
         if step is None or (isinstance(step, (int, float)) and step <= last_step):
             kept.append(line)
     write_text_atomic(path, "".join(x + "\n" for x in kept))
@@ -222,11 +254,15 @@ def read_jsonl(path: str | os.PathLike, text: str | None = None) -> list[RunLog]
     lines = text.splitlines()
     step_key = None
     loads = json.loads
+    kinds: dict[str, list[int]] = {}  # line kind -> [first line, number of lines]
+    records: list[dict] = []
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
             obj = loads(line)
+        except RecursionError:
+            raise LogFormatError(path, f"line {i + 1} is JSON nested too deeply to read") from None
         except json.JSONDecodeError as e:
             if not any(x.strip() for x in lines[i + 1 :]):
                 if len(tb) == 0:
@@ -238,7 +274,9 @@ def read_jsonl(path: str | os.PathLike, text: str | None = None) -> list[RunLog]
             raise LogFormatError(path, f"line {i + 1} is not a JSON object")
         if "_grpojax" in obj:
             h = obj["_grpojax"]
-            if isinstance(h, dict):
+            if isinstance(h, dict) and "record" in h:
+                records.append(h)
+            elif isinstance(h, dict):
                 name = str(h.get("name") or name)
                 meta.update(h.get("meta") or {})
                 meta["converted_from"] = {"format": h.get("format"), "source": h.get("source")}
@@ -248,13 +286,26 @@ def read_jsonl(path: str | os.PathLike, text: str | None = None) -> list[RunLog]
             step_key = next((k for k in _STEP_KEYS if k in obj), None)
             if step_key is None:
                 raise LogFormatError(path, f"line {i + 1} has no step key (one of {', '.join(_STEP_KEYS)})")
-            if step_key in ("train/global_step", "global_step", "eval/epoch", "eval/global_step"):
+            if step_key in _OPENRLHF_STEP_KEYS:
                 fmt = "openrlhf_jsonl"
+        kind = _line_kind(obj, step_key)
+        seen = kinds.get(kind)
+        if seen is None:
+            kinds[kind] = [i + 1, 1]
+        else:
+            seen[1] += 1
         step = obj.pop(step_key)
         for k in _STEP_KEYS:
             obj.pop(k, None)
         tb.add(step, obj)
+    if len(kinds) > 1:
+        (a, (la, na)), (b, (lb, nb)) = sorted(kinds.items(), key=lambda kv: kv[1][0])[:2]
+        raise LogFormatError(
+            path, f"mixes two log formats: {na} {a} line(s) (first at line {la}) and {nb} {b} line(s) (first at "
+                  f"line {lb}); a file must hold one format: split it")
     meta.setdefault("group_size", None)
+    if records:
+        meta["records"] = records
     for k in ("nan_counts", "duplicated_steps", "non_numeric_values", "mapping", "original_names", "steps_sorted",
               "n_train_points", "n_eval_points"):
         meta.pop(k, None)

@@ -9,7 +9,7 @@ import warnings
 
 from grpojax.logs import _jsonl, _openrlhf, _tensorboard, _trl, _verl, _wandb
 from grpojax.logs._runlog import LogFormatError, LogWarning, RunLog, merge_runs
-from grpojax.logs._text import find_event_dirs, is_event_file
+from grpojax.logs._text import find_event_dirs, is_event_file, read_text
 
 __all__ = ["read_log", "read_logs", "detect_format", "FORMATS"]
 
@@ -108,7 +108,7 @@ def _console_kind(text: str) -> str | None:
 def _jsonl_kind(line: str) -> str | None:
     try:
         obj = json.loads(line)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(obj, dict):
         return None
@@ -139,8 +139,10 @@ def read_logs(path: str | os.PathLike, *, format: str | None = None) -> list[Run
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        LogFormatError: empty, truncated, malformed, unknown-format input or no reward column;
-            the message is one line naming the file and the problem.
+        LogFormatError: empty, truncated, malformed, unknown-format or mixed-format input (a
+            console log of two trainers: pass ``format`` to read one of them, with a warning),
+            JSON nested too deeply, or no reward column; the message is one line naming the file
+            and the problem.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -152,14 +154,98 @@ def read_logs(path: str | os.PathLike, *, format: str | None = None) -> list[Run
             raise LogFormatError(path, f"is a folder; format={format!r} needs a file")
         if format is None:
             return _read_folder(path)
-    fmt = format or detect_format(path)
+    return _read_file(path, format or detect_format(path), forced=format is not None)
+
+
+def _read_file(path: str, fmt: str, *, forced: bool) -> list[RunLog]:
+    """Read one file as ``fmt``; ``forced``: the caller chose the format (mixed consoles warn, not fail)."""
     try:
+        if fmt in _CONSOLE_FORMATS:
+            text = read_text(path)
+            fmt = _one_console_format(path, text, fmt, forced)
+            return list(_reader(fmt)(path, text))
         return list(_reader(fmt)(path))
     except (LogFormatError, FileNotFoundError):
         raise
+    except RecursionError:
+        raise LogFormatError(path, f"could not read as {fmt}: nested too deeply (a corrupt or hostile file?)") from None
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError, OSError) as e:
         # last line of defence: never a traceback from inside a parser
         raise LogFormatError(path, f"could not read as {fmt}: {type(e).__name__}: {e}") from None
+
+
+_CONSOLE_FORMATS = ("verl_console", "trl_console", "openrlhf_console")
+
+
+def _trl_entry(m) -> bool:
+    d = _trl._parse_dict(m.group(0))
+    return d is not None and any(k in d for k in ("loss", "reward", "epoch", "grad_norm", "learning_rate"))
+
+
+_VERL_ENTRY = re.compile(r"step:\d+ - [^\s:]+:\S")
+
+
+def _console_entries(text: str, fmt: str, *, validate: bool) -> tuple[int, int] | None:
+    """(line number of the first entry, number of entries) of console format ``fmt`` in ``text``, or None.
+
+    ``validate``: TRL entries must parse as a dict with a Trainer key at its top level (not a
+    fragment of a config dump); otherwise only the first one is parsed.
+    """
+    if fmt == "verl_console":
+        if "step:" not in text:
+            return None
+        pat, keep = _VERL_ENTRY, None
+    elif fmt == "trl_console":
+        if "{'" not in text:
+            return None
+        ok = [False]
+
+        def keep(m) -> bool:
+            if not any(k in m.group(0) for k in _trl._KNOWN):
+                return False
+            if not validate and ok[0]:
+                return True
+            ok[0] = _trl_entry(m)
+            return ok[0]
+
+        pat = _trl._DICT_LINE
+    else:
+        if not any(k in text for k in _openrlhf._FULL):
+            return None
+        pat, keep = _openrlhf._BAR, (lambda m: any(k in m.group(3) for k in _openrlhf._FULL))
+    first, count = None, 0
+    for m in pat.finditer(text):
+        if keep is not None and not keep(m):
+            continue
+        if first is None:
+            first = m.start()
+        count += 1
+    return None if first is None else (text.count("\n", 0, first) + 1, count)
+
+
+def _one_console_format(path: str, text: str, fmt: str, forced: bool) -> str:
+    """The console format to read ``text`` as; refuse a log that mixes two (each reader would read its part).
+
+    With the format forced by the caller, the other format's entries are ignored with a warning. A
+    guess from the head of the file that finds no entry in the whole file gives way to the one
+    format that has entries.
+    """
+    others = {f: e for f in _CONSOLE_FORMATS if f != fmt and (e := _console_entries(text, f, validate=True))}
+    if not others:
+        return fmt
+    mine = _console_entries(text, fmt, validate=False)
+    if mine is None:
+        if forced or len(others) > 1:
+            return fmt  # the reader says what it does not find
+        return next(iter(others))
+    other, (o_line, o_n) = min(others.items(), key=lambda kv: kv[1][0])
+    what = f"{mine[1]} {fmt} entries (first at line {mine[0]}) and {o_n} {other} entries (first at line {o_line})"
+    if forced:
+        warnings.warn(f"{path}: holds {what}; read as {fmt} as asked, the {other} entries are ignored",
+                      LogWarning, stacklevel=4)
+        return fmt
+    raise LogFormatError(path, f"mixes two log formats: {what}; split the file, or choose one format "
+                               f"(format={fmt!r} / --format {fmt}) to read only its entries")
 
 
 def read_log(path: str | os.PathLike, *, format: str | None = None, run: str | None = None) -> RunLog:
@@ -242,7 +328,7 @@ def _read_folder(path: str) -> list[RunLog]:
             if fmt == "wandb_csv":
                 runs.extend(_wandb.read_wandb_csv(f, require_reward=False))
             else:
-                runs.extend(read_logs(f, format=fmt))
+                runs.extend(_read_file(f, fmt, forced=False))
         except LogFormatError as e:
             if f.endswith(".json") and "log_history" not in e.problem and "truncated" not in e.problem:
                 continue  # a JSON file that is no log at all

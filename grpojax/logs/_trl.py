@@ -35,6 +35,8 @@ _SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_s
 def _load_json(path: str, text: str):
     try:
         return json.loads(text)
+    except RecursionError:
+        raise LogFormatError(path, "JSON nested too deeply to read (a corrupt or hostile file?)") from None
     except json.JSONDecodeError as e:
         where = f"line {e.lineno}, column {e.colno}"
         if e.pos >= len(text.rstrip()) - 200 or e.msg.startswith("Unterminated"):
