@@ -16,16 +16,16 @@ Spectral radii are reported *per optimizer step* (ρ(P)^{1/K_ref} for periodic r
 models are comparable; stable iff < 1.
 
 Critical values for constant lag need no eigenvalues (O(d) work, memory O(d) per μ; refused above
-``EXACT_CRITICAL_MAX_LAG``). With r = a₀/a held fixed the polynomial is G(z) + a H(z), G = z^{d−1}(z − 1)(z − μ),
-H = 1 + r z^d. For r > −1 every root is inside the unit circle at small a > 0, so the threshold a* is the
-smallest a > 0 with a root z = e^{iω} on the circle. There (z − 1)(z − μ) = z w(ω) with
-w = (1 + μ)(cos ω − 1) + i(1 − μ) sin ω = |w| e^{iφ}, φ increasing from π/2 to π on (0, π] and |w| increasing;
-a = −G/H real and positive means, with θ = dω + φ, sin θ = −r sin φ and cos θ + r cos φ < 0, and then
-a = |w| / |1 + r e^{idω}|. That gives one branch θ = π + asin(r sin φ) (mod 2π) for |r| ≤ 1, where
-dω + φ − asin(r sin φ) is increasing, and a second one θ = −asin(r sin φ) for r > 1 on the ω where
-r sin φ ≤ 1 (there dω + φ + asin(r sin φ) is convex). Each crossing is one monotone bracketed root find,
-all of them solved at once; a* is the smallest a over them (this also finds stability windows narrower than
-any scan). For r ≤ −1 there is no net restoring force and a* = 0.
+``EXACT_CRITICAL_MAX_LAG``). With r = a₀/a held fixed the polynomial is G(z) + a H(z), G = z^{d−1}(z − 1)(z −
+μ), H = 1 + r z^d. For r > −1 every root is inside the unit circle at small a > 0, so the threshold a* is the
+smallest a > 0 with a root z = e^{iω} on the circle. There (z − 1)(z − μ) = z w(ω) with w = (1 + μ)(cos ω − 1)
++ i(1 − μ) sin ω = |w| e^{iφ}, φ increasing from π/2 to π on (0, π] and |w| increasing; a = −G/H real and
+positive means, with θ = dω + φ, sin θ = −r sin φ and cos θ + r cos φ < 0, and then a = |w| / |1 + r e^{idω}|.
+That gives one branch θ = π + asin(r sin φ) (mod 2π) for every r, where dω + φ − asin(r sin φ) is increasing,
+and a second one θ = −asin(r sin φ) for r > 1 on the ω where r sin φ ≤ 1 (there dω + φ + asin(r sin φ) is
+convex). Each crossing is one monotone bracketed root find, all of them solved at once; a* is the smallest a
+over them (this also finds stability windows narrower than any scan). For r ≤ −1 there is no net restoring
+force and a* = 0.
 The overdamped → oscillatory boundary for constant lag follows the dominant root, which starts at z = 1
 at a = 0 and moves along the real axis, x ∈ (μ, 1) with a = g(x) = x^{d−1}(1 − x)(x − μ)/(1 + r x^d), until
 it meets another real root at the first local maximum of g left of 1 (the fold): that maximum is the
