@@ -31,3 +31,48 @@ def test_predict_help_has_example(capsys):
     with pytest.raises(SystemExit):
         main(["predict", "--help"])
     assert "Example:" in capsys.readouterr().out
+
+
+def test_predict_regime_is_one_answer_with_its_source(tmp_path):
+    """The reported regime is the exact one; the closed form's is beside it; both agree away from the boundary."""
+    for eta, expected in ((0.001, "overdamped"), (0.02, "underdamped"), (0.2, "unstable")):
+        rc = main(["predict", "--eta", str(eta), "--mu", "0.9", "--k-ref", "4", "--curvature", "0.5",
+                   "--out", str(tmp_path)])
+        assert rc == 0
+        res = json.loads((tmp_path / "prediction.json").read_text())
+        assert res["regime_source"] == "exact" and res["regime"] == res["exact"]["regime"] == expected
+        assert res["exact"]["stable"] == (eta < res["exact"]["critical_eta"])
+        assert res["regimes_agree"] is True
+
+
+def test_predict_long_lags_use_the_bounded_exact_search_then_the_closed_form(tmp_path):
+    # above the eigenvalue limit: exact thresholds still come from the O(d) search, no spectral radius
+    rc = main(["predict", "--eta", "1e-4", "--mu", "0.9", "--k-ref", str(dyn.EXACT_RADIUS_MAX_LAG + 1),
+               "--curvature", "0.5", "--out", str(tmp_path)])
+    assert rc == 0
+    res = json.loads((tmp_path / "prediction.json").read_text())
+    assert res["regime_source"] == "exact" and res["exact"]["spectral_radius_per_step"] is None
+    assert res["exact"]["stable"] == (1e-4 < res["exact"]["critical_eta"])
+    # above the search limit: the closed form answers and says why
+    rc = main(["predict", "--eta", "1e-4", "--mu", "0.9", "--k-ref", "1000000000", "--curvature", "0.5",
+               "--out", str(tmp_path)])
+    assert rc == 0
+    res = json.loads((tmp_path / "prediction.json").read_text())
+    assert res["exact"] is None and res["regime_source"] == "closed_form"
+    assert res["regime"] == res["closed_form"]["regime"] == "unstable"
+    assert "limit" in res["exact_unavailable"]
+
+
+@pytest.mark.parametrize("flag,value", [("--curvature", "-1"), ("--curvature", "0"), ("--p0", "nan"),
+                                        ("--mu", "1"), ("--k-instant", "-0.5")])
+def test_predict_refuses_meaningless_values(flag, value, tmp_path, capsys):
+    argv = ["predict", "--eta", "0.01", "--mu", "0.9", "--k-ref", "4", "--curvature", "0.5", "--out", str(tmp_path)]
+    i = argv.index(flag) if flag in argv else None
+    if i is None:
+        argv += [flag, value]
+    else:
+        argv[i + 1] = value
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and flag in err and "Traceback" not in err
+    assert not (tmp_path / "prediction.json").exists()

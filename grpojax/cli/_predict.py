@@ -47,10 +47,6 @@ def predict(eta, mu, k_ref, curvature, *, lag="constant", k_instant=0.0, group_s
     a = eta * curvature
     closed_regime = dyn.regime_name(dyn.regime(p))
     try:
-        if lag == "constant":
-            rho = float(dyn.spectral_radius_constant(a, mu, k_ref, a0=eta * k_instant))
-        else:
-            rho = float(dyn.spectral_radius_periodic(a, mu, k_ref, a0=eta * k_instant))
         exact_eta = float(dyn.exact_critical_eta(mu, k_ref, curvature, lag=lag, k_instant=k_instant))
         exact_osc_eta = float(dyn.exact_oscillatory_a(mu, k_ref, lag=lag, a0_ratio=ratio)) / curvature
     except ValueError as exc:
@@ -59,7 +55,13 @@ def predict(eta, mu, k_ref, curvature, *, lag="constant", k_instant=0.0, group_s
         exact, exact_regime, note = None, None, str(exc)
     else:
         note = None
-        if rho >= 1.0:
+        rho = None  # the per-step spectral radius needs the eigenvalues: only up to a size limit for constant lag
+        if lag == "periodic":
+            rho = float(dyn.spectral_radius_periodic(a, mu, k_ref, a0=eta * k_instant))
+        elif k_ref <= dyn.EXACT_RADIUS_MAX_LAG:
+            rho = float(dyn.spectral_radius_constant(a, mu, k_ref, a0=eta * k_instant))
+        stable = rho < 1.0 if rho is not None else eta < exact_eta
+        if not stable:
             exact_regime = "unstable"
         elif eta >= exact_osc_eta:
             exact_regime = "underdamped"
@@ -68,7 +70,7 @@ def predict(eta, mu, k_ref, curvature, *, lag="constant", k_instant=0.0, group_s
         exact = dict(
             regime=exact_regime,
             spectral_radius_per_step=rho,
-            stable=rho < 1.0,
+            stable=stable,
             critical_eta=exact_eta,
             oscillatory_eta=exact_osc_eta,
             margin=eta / exact_eta,
@@ -135,14 +137,15 @@ def run(args) -> int:
         t.add_row(k, f"{res[k]:.4g}")
     t.add_row(f"regime ({res['regime_source'].replace('_', ' ')})", res["regime"])
     cf, ex = res["closed_form"], res["exact"]
-    t.add_row("regime (closed form)", cf["regime"])
     if ex is None:
         t.add_row("critical η (closed form)", f"{cf['critical_eta']:.4g}")
         t.add_row("oscillatory η (closed form)", f"{cf['oscillatory_eta']:.4g}")
     else:
+        t.add_row("regime (closed form)", cf["regime"])
         t.add_row("critical η (closed form / exact)", f"{cf['critical_eta']:.4g} / {ex['critical_eta']:.4g}")
         t.add_row("oscillatory η (closed form / exact)", f"{cf['oscillatory_eta']:.4g} / {ex['oscillatory_eta']:.4g}")
-        t.add_row("exact spectral radius per step", f"{ex['spectral_radius_per_step']:.6f}")
+        if ex["spectral_radius_per_step"] is not None:
+            t.add_row("exact spectral radius per step", f"{ex['spectral_radius_per_step']:.6f}")
         t.add_row("η / exact critical η", f"{ex['margin']:.3f}")
     console.print(t)
     if "exact_unavailable" in res:

@@ -18,6 +18,8 @@ from grpojax.dynamics._params import (
     stationary_variance,
 )
 from grpojax.dynamics._stability import (
+    EXACT_CRITICAL_MAX_LAG,
+    EXACT_RADIUS_MAX_LAG,
     companion_constant,
     dominant_root,
     exact_critical_a,
@@ -58,6 +60,8 @@ __all__ = [
     "exact_critical_a",
     "exact_critical_eta",
     "exact_oscillatory_a",
+    "EXACT_CRITICAL_MAX_LAG",
+    "EXACT_RADIUS_MAX_LAG",
     "expm2",
     "from_hyperparams",
     "lag_tau",
