@@ -158,3 +158,79 @@ def test_two_pass_batch_equals_single_pass(monkeypatch):
     assert 0 < first.sum() < 16  # the first pass converges some curves and leaves others to the retry
     for a, b in zip(single, two):
         np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------------------------------------ can the law describe the curve?
+S200 = np.arange(0.0, 200.0)
+
+
+def _noisy(y, seed=0, sd=0.005):
+    return np.asarray(y) + sd * np.random.default_rng(seed).standard_normal(np.shape(y))
+
+
+@pytest.mark.parametrize("law", ["exponential", "three_phase", "sigmoid"])
+def test_decreasing_curve_is_never_ok(law):
+    y = _noisy(0.8 - 0.5 * (1 - np.exp(-S200 / 40)), sd=0.01)
+    f = fit_law(S200, y, law)
+    assert f.status == "decreasing", (f.status, f.fitted_params)
+    assert "the curve falls" in f.reason and f"the {law} law describes a rise" in f.reason
+    assert all(np.isnan(v) for v in f.params.values())  # no plateau or rate reported ...
+    assert all(np.isfinite(v) for v in f.fitted_params.values())  # ... but the fit is kept for diagnostics
+    pred = f.predict(S200)
+    assert pred[-1] < pred[0]  # the fitted curve itself falls: the label matches the fit
+
+
+def test_plateau_the_curve_never_approaches_is_flagged():
+    # a straight rise: every law puts its plateau far beyond the data
+    line = _noisy(0.1 + 0.002 * S200, sd=0.01)
+    for law in ("exponential", "three_phase", "sigmoid"):
+        f = fit_law(S200, line, law)
+        assert f.status == "law_cannot_describe", (law, f.status, f.fitted_params)
+        assert "the curve never approaches it" in f.reason
+        level = f.fitted_params["A" if law == "sigmoid" else "r_inf"]
+        lo, hi = line.min(), line.max()
+        assert max(lo - level, level - hi) > 2 * (hi - lo)  # what the reason claims, checked from the data
+        assert np.isnan(f.params["r0"])
+    # the same law observed over five time constants: the plateau is approached, the fit is fine
+    f = fit_law(S200, _noisy(0.2 + 0.6 * (1 - np.exp(-S200 / 40)), sd=0.01), "exponential")
+    assert f.status == "ok" and f.reason == "" and f.params["r_inf"] == pytest.approx(0.8, abs=0.01)
+
+
+def test_bounds_of_the_reward():
+    y = _noisy(0.3 + 0.6 * (1 - np.exp(-S200 / 40)), sd=0.01)
+    assert fit_law(S200, y, "exponential", bounds=(0.0, 1.0)).status == "ok"
+    f = fit_law(S200, y, "exponential", bounds=(0.0, 0.85))  # the plateau 0.9 is not a possible reward
+    assert f.status == "law_cannot_describe" and "outside the rewards' bounds [0, 0.85]" in f.reason
+    for bad in ((1.0, 0.0), (0.0, np.inf), (0.0,)):
+        with pytest.raises(ValueError, match="bounds must be"):
+            fit_law(S200, y, "exponential", bounds=bad)
+
+
+def test_negative_damping_needs_an_oscillating_curve():
+    # a monotone, accelerating rise: three_phase bends it with zeta < 0, which has no plateau
+    accel = _noisy(0.1 + 0.4 * np.expm1(S200 / 60) / np.expm1(200 / 60))
+    f = fit_law(S200, accel, "three_phase")
+    assert f.fitted_params["zeta"] < 0 and f.status == "law_cannot_describe", (f.status, f.fitted_params)
+    assert "zeta = " in f.reason and "< 0" in f.reason
+    pred = f.predict(S200)
+    assert np.all(np.diff(pred) > -2 * f.sigma)  # indeed the fit never turns back by more than the noise
+    # a growing oscillation recovered by the fit stays ok, even though it ends in a trough below its start
+    truth = ThreePhase(0.2, 0.5, 0.06, -0.03)
+    osc = _noisy(truth(S200))
+    f = fit_law(S200, osc, "three_phase")
+    assert f.status == "ok", (f.status, f.reason)
+    assert f.params["zeta"] == pytest.approx(-0.03, abs=0.005) and f.params["omega0"] == pytest.approx(0.06, rel=0.02)
+    assert np.asarray(truth(S200))[-1] < 0.2
+
+
+def test_batched_statuses_and_reasons_line_up():
+    Y = np.stack([_noisy(0.8 - 0.5 * (1 - np.exp(-S200 / 40)), 1, 0.01),
+                  _noisy(0.2 + 0.6 * (1 - np.exp(-S200 / 40)), 2, 0.01),
+                  _noisy(0.1 + 0.002 * S200, 3, 0.01),
+                  np.full(S200.size, 0.3)])
+    f = fit_laws_batched(S200, Y, "exponential")
+    assert f.status.tolist() == ["decreasing", "ok", "law_cannot_describe", "insufficient_data"]
+    assert f.reason[1] == "" and all(f.reason[i] for i in (0, 2, 3))
+    for i in range(3):
+        single = fit_law(S200, Y[i], "exponential")
+        assert single.status == f.status[i] and single.reason == f.reason[i]

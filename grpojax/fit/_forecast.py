@@ -30,7 +30,9 @@ class Forecast(NamedTuple):
         steps: held-out steps ``(n_test,)``; ``y``: held-out rewards.
         pred: point prediction; ``lo``/``hi``: 90% predictive interval (NaN for point laws).
         rmse, mae: errors of ``pred``; ``coverage90``: fraction of held-out points inside [lo, hi].
-        status: the prefix fit's status (``ok``/``not_converged``/``no_learning``).
+        status: the prefix fit's status (one of :data:`grpojax.fit.STATUSES`; with ``decreasing``
+            or ``law_cannot_describe`` the prediction is still the fitted curve, whose parameters
+            are not to be reported).
     """
 
     method: str

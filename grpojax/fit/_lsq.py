@@ -15,6 +15,17 @@ For every curve (in normalised units, see :mod:`grpojax.fit._data`):
    average (applied to data *and* fit), and ΔBIC against a constant curve. A curve with
    ``ΔBIC < FLAT_DELTA_BIC`` is reported as ``no_learning`` with NaN parameters: no plateau or rate is
    invented for a curve that does not rise (or fall) detectably.
+4. *Check that the law can describe the curve* (the laws describe learning: a rise towards a
+   plateau). Each fit carries a ``status`` and a one-line ``reason``; parameters are NaN unless the
+   status is ``ok`` or ``not_converged``:
+
+   * ``decreasing``: the fitted curve ends below where it starts (a falling reward, a collapse),
+     unless it is a growing oscillation (ζ < 0) caught in a trough;
+   * ``law_cannot_describe``: three_phase with ζ < 0 (oscillation growing without bound) on a curve
+     whose fit does not reverse direction by more than 2σ inside the observed range; or a plateau
+     farther outside the observed range of the rewards than :data:`PLATEAU_RANGE_FACTOR` times its
+     width (the curve never approaches it), or outside ``bounds`` (the rewards' possible range,
+     when given).
 
 The whole batch is one ``jit`` + ``vmap`` call (sizes static), so thousands of curves fit at once.
 """
@@ -36,9 +47,12 @@ from grpojax.dynamics import LAWS, get_law
 from grpojax.fit._data import MIN_POINTS, check_curve, check_steps, noise_variance
 from grpojax.logs import moving_average
 
-STATUSES = ("ok", "not_converged", "no_learning", "insufficient_data")
+STATUSES = ("ok", "not_converged", "no_learning", "insufficient_data", "decreasing", "law_cannot_describe")
 """Status names of a point fit: converged fit / LM did not converge / no detectable learning /
-too few points or a constant curve (batched fits only; single-curve fits raise instead)."""
+too few points or a constant curve (batched fits only; single-curve fits raise instead) / the
+curve falls / the law cannot describe the curve (negative damping on a curve that does not
+oscillate, a plateau the curve never approaches or outside the rewards' bounds). ``LawFit.reason``
+says why in one line."""
 
 FLAT_DELTA_BIC = 10.0
 """A law must beat a constant curve by ΔBIC ≥ 10 ("very strong" on Kass & Raftery's scale) for the
@@ -76,6 +90,7 @@ class LawFit(NamedTuple):
         t0: first step (the law's time origin).
         smooth: the declared smoothing window or None.
         fitted_params: the fitted parameters even when flagged (for diagnostics; do not report them).
+        reason: why the status is not ``ok``, one line (``""`` when ok; str, or array of str).
     """
 
     law: str
@@ -94,6 +109,7 @@ class LawFit(NamedTuple):
     t0: object
     smooth: int | None
     fitted_params: dict
+    reason: object = ""
 
     def model(self, index=None):
         """The fitted law as an ``eqx.Module`` of raw-unit parameters (time measured from ``t0``)."""
@@ -275,6 +291,64 @@ def _metrics(yraw, pred, mask, k, smooth):
     )
 
 
+PLATEAU_RANGE_FACTOR = 2.0
+"""A plateau farther outside the observed range of the rewards than this many times its width is one
+the curve never approaches (``law_cannot_describe``). For a saturating exponential that is a curve
+observed for less than 0.4 time constants: nearly straight, its plateau not identified."""
+
+_LEVELS = {"exponential": ("r0", "r_inf"), "three_phase": ("r0", "r_inf"), "sigmoid": ("r0", "A")}
+
+
+def _describe(law: str, status, fitted, pred, Y, mask, steps, sigma, delta_bic, max_steps: int, bounds):
+    """Status after the checks that the law can describe each curve, and the one-line reason (host side)."""
+    N = Y.shape[0]
+    status = status.astype("<U19")
+    reason = np.full(N, "", dtype=object)
+    plateau = np.asarray(fitted[_LEVELS[law][1]], float)
+    zeta = np.asarray(fitted["zeta"], float) if law == "three_phase" else np.full(N, np.nan)
+    for i in range(N):
+        st = status[i]
+        if st == "insufficient_data":
+            reason[i] = f"fewer than {MIN_POINTS} observed points, or a constant curve"
+            continue
+        if st == "no_learning":
+            reason[i] = (f"the law beats a constant curve by ΔBIC = {delta_bic[i]:.3g} < {FLAT_DELTA_BIC:g}: "
+                         "no detectable learning")
+            continue
+        m = mask[i]
+        p, y, s = pred[i][m], Y[i][m], steps[i][m]
+        lo, hi = float(np.min(y)), float(np.max(y))
+        width = hi - lo
+        two_sigma = 2.0 * float(sigma[i])
+        k = int(np.argmax(p)), int(np.argmin(p))
+        reverses = any(min(abs(p[j] - p[0]), abs(p[j] - p[-1])) > two_sigma for j in k)
+        if p[-1] < p[0] and not (zeta[i] < 0 and reverses):  # (a growing oscillation may end in a trough)
+            status[i] = "decreasing"
+            reason[i] = (f"the curve falls: the fit goes from {p[0]:.4g} at step {s[0]:g} to {p[-1]:.4g} at step "
+                         f"{s[-1]:g}; the {law} law describes a rise")
+            continue
+        if zeta[i] < 0 and not reverses:
+            status[i] = "law_cannot_describe"
+            reason[i] = (f"zeta = {zeta[i]:.3g} < 0 (an oscillation growing without bound) but the fit does not "
+                         "reverse direction by more than 2 sigma within the observed steps: no plateau")
+            continue
+        P = float(plateau[i])
+        if zeta[i] >= 0 or np.isnan(zeta[i]):
+            beyond = max(lo - P, P - hi, 0.0)
+            if bounds is not None and not bounds[0] <= P <= bounds[1]:
+                status[i] = "law_cannot_describe"
+                reason[i] = f"plateau {P:.4g} outside the rewards' bounds [{bounds[0]:g}, {bounds[1]:g}]"
+                continue
+            if beyond > PLATEAU_RANGE_FACTOR * width:
+                status[i] = "law_cannot_describe"
+                reason[i] = (f"plateau {P:.4g} lies {beyond / width:.3g}x the observed range [{lo:.4g}, {hi:.4g}] "
+                             "beyond it: the curve never approaches it")
+                continue
+        if st == "not_converged":
+            reason[i] = f"Levenberg-Marquardt did not converge in {max_steps} iterations"
+    return status, reason
+
+
 def fit_laws_batched(
     steps,
     Y,
@@ -283,6 +357,7 @@ def fit_laws_batched(
     smooth: int | None = None,
     max_steps: int = 100,
     rtol: float = 1e-6,
+    bounds: tuple[float, float] | None = None,
 ) -> LawFit:
     """Fit one law to many curves in one vmapped, jitted call.
 
@@ -295,14 +370,18 @@ def fit_laws_batched(
             uses the raw curve).
         max_steps: Levenberg–Marquardt iteration cap.
         rtol: LM relative tolerance (normalised units).
+        bounds: ``(lo, hi)`` the rewards can take (e.g. ``(0, 1)`` for an accuracy), if known: a
+            plateau outside is ``law_cannot_describe``.
 
     Returns:
         :class:`LawFit` with arrays of shape ``(N,)``. Curves with fewer than 8 observed points or
         with zero variance get status ``insufficient_data`` (NaN parameters) instead of an error,
-        so that one bad row cannot sink a batch.
+        so that one bad row cannot sink a batch. See the module docstring for the statuses
+        ``decreasing`` and ``law_cannot_describe``; ``reason`` says why in one line.
 
     Raises:
-        ValueError: unknown law, bad shapes, ±inf rewards, non-increasing steps, bad ``smooth``.
+        ValueError: unknown law, bad shapes, ±inf rewards, non-increasing steps, bad ``smooth`` or
+            ``bounds``.
     """
     cls = get_law(law)
     Y = np.asarray(Y, dtype=float)
@@ -324,6 +403,11 @@ def fit_laws_batched(
         raise ValueError(f"rewards must be finite or NaN (missing), got Y[{i}, {j}]={Y[i, j]!r}")
     if smooth is not None and (int(smooth) != smooth or smooth < 1):
         raise ValueError(f"smooth must be a positive integer window or None, got {smooth!r}")
+    if bounds is not None:
+        b = np.asarray(bounds, dtype=float)
+        if b.shape != (2,) or not np.all(np.isfinite(b)) or not b[0] < b[1]:
+            raise ValueError(f"bounds must be (lo, hi) with finite lo < hi, got {bounds!r}")
+        bounds = (float(b[0]), float(b[1]))
     mask = np.isfinite(Y)
     n = mask.sum(-1)
     Yo = np.where(mask, Y, np.nan)
@@ -355,15 +439,19 @@ def fit_laws_batched(
     status = np.where(ok, "ok", "not_converged").astype("<U17")
     status = np.where(met["delta_bic_flat"] < FLAT_DELTA_BIC, "no_learning", status)
     status = np.where(bad, "insufficient_data", status)
+    status, reason = _describe(law, status, fitted, pred, Y, mask, S, met["sigma"], met["delta_bic_flat"],
+                               int(max_steps), bounds)
     report = status == "ok"
     report |= status == "not_converged"
     params = {k: np.where(report, x, np.nan) for k, x in fitted.items()}
     for key in ("r2", "r2_smoothed", "aic", "bic", "sigma", "lag1_autocorr", "delta_bic_flat", "noise_ceiling", "noise_ceiling_smoothed"):
         met[key] = np.where(bad, np.nan, met[key])
-    return LawFit(law=law, params=params, status=status, t0=t0, smooth=smooth, fitted_params=fitted, **met)
+    return LawFit(law=law, params=params, status=status, t0=t0, smooth=smooth, fitted_params=fitted, reason=reason,
+                  **met)
 
 
-def fit_law(steps, values, law: str = "three_phase", *, smooth: int | None = None, max_steps: int = 100) -> LawFit:
+def fit_law(steps, values, law: str = "three_phase", *, smooth: int | None = None, max_steps: int = 100,
+            bounds: tuple[float, float] | None = None) -> LawFit:
     """Fit one law to one reward curve (see :func:`fit_laws_batched` for the method).
 
     Args:
@@ -372,10 +460,12 @@ def fit_law(steps, values, law: str = "three_phase", *, smooth: int | None = Non
         law: ``"exponential"``, ``"three_phase"`` or ``"sigmoid"``.
         smooth: optional declared moving-average window for ``r2_smoothed``.
         max_steps: Levenberg–Marquardt iteration cap.
+        bounds: ``(lo, hi)`` the rewards can take, if known (a plateau outside is flagged).
 
     Returns:
-        :class:`LawFit` with scalar entries; ``status`` is ``"ok"``, ``"not_converged"`` or
-        ``"no_learning"`` (flat curve: parameters NaN).
+        :class:`LawFit` with scalar entries; ``status`` is ``"ok"``, ``"not_converged"``,
+        ``"no_learning"`` (flat curve), ``"decreasing"`` or ``"law_cannot_describe"`` (parameters
+        NaN for the last three; ``fitted_params`` keeps the fit), with ``reason`` saying why.
 
     Raises:
         ValueError: fewer than 8 points, NaN/inf rewards, non-increasing steps, a constant curve, an
@@ -390,13 +480,14 @@ def fit_law(steps, values, law: str = "three_phase", *, smooth: int | None = Non
     """
     get_law(law)
     curve = check_curve(steps, values)
-    f = fit_laws_batched(curve.steps, curve.y[None, :], law, smooth=smooth, max_steps=max_steps)
+    f = fit_laws_batched(curve.steps, curve.y[None, :], law, smooth=smooth, max_steps=max_steps, bounds=bounds)
     scal = lambda x: x[0] if isinstance(x, np.ndarray) else x  # noqa: E731
     return LawFit(
         law=law,
         params={k: float(v[0]) for k, v in f.params.items()},
         fitted_params={k: float(v[0]) for k, v in f.fitted_params.items()},
         status=str(f.status[0]),
+        reason=str(f.reason[0]),
         t0=float(f.t0[0]),
         smooth=smooth,
         **{k: (float(scal(getattr(f, k))) if k != "n_obs" else int(f.n_obs[0])) for k in (
