@@ -4,8 +4,8 @@
 JSON values. Non-finite floats become the strings ``"nan"``, ``"inf"`` and ``"-inf"`` so that every file
 stays strict JSON and nothing is silently lost; :func:`from_json_number` reads them back.
 
-:func:`write_text_atomic` and :func:`write_json` write through a temporary file in the target folder
-followed by :func:`os.replace`, so a reader (or a crash, or a full disk) never leaves a half-written file
+:func:`write_text_atomic`, :func:`write_json` and :func:`save_figure` write through a temporary file
+in the target folder followed by :func:`os.replace`, so a reader (or a crash, or a full disk) never leaves a half-written file
 under the final name.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["from_json_number", "json_number", "to_jsonable", "write_json", "write_text_atomic"]
+__all__ = ["from_json_number", "json_number", "save_figure", "to_jsonable", "write_json", "write_text_atomic"]
 
 
 def json_number(x: float) -> float | str:
@@ -71,6 +71,13 @@ def to_jsonable(obj: Any) -> Any:
     return str(obj)
 
 
+def _file_mode() -> int:
+    """The mode ``open(..., "w")`` would give a new file (0o666 less the umask); mkstemp makes 0o600."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_text_atomic(path: str | os.PathLike, text: str) -> pathlib.Path:
     """Write ``text`` to ``path`` atomically (temporary file in the same folder, then rename).
 
@@ -81,6 +88,7 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> pathlib.Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _file_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -99,3 +107,27 @@ def write_json(directory: str | os.PathLike, name: str, obj: Any) -> pathlib.Pat
     """Write ``obj`` (through :func:`to_jsonable`) as indented JSON to ``directory/name``, atomically."""
     text = json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n"
     return write_text_atomic(pathlib.Path(directory) / name, text)
+
+
+def save_figure(fig: Any, path: str | os.PathLike, **kwargs: Any) -> pathlib.Path:
+    """``fig.savefig(path, **kwargs)`` atomically: to a temporary name in the same folder, then renamed.
+
+    The format comes from ``path``'s suffix unless ``format=`` is given. On any error the temporary
+    file is removed and a previous figure at ``path`` is left untouched.
+    """
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    kwargs.setdefault("format", path.suffix[1:] or None)
+    try:
+        os.fchmod(fd, _file_mode())
+        os.close(fd)
+        fig.savefig(tmp, **kwargs)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path

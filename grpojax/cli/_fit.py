@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import warnings
 
-
+from grpojax._io import save_figure
 from grpojax.cli._common import CLIError, console, out_dir, write_json
 from grpojax.cli._runs import read_runs, run_folders, slug
 
 DESCRIPTION = """\
 Fit the reward-curve laws (exponential, three_phase, sigmoid) to the reward column of a training log
 by batched Levenberg-Marquardt; report R² (raw, after --smooth, and the noise ceiling), AIC/BIC and
-the residual autocorrelation. With --bayes, also sample a numpyro NUTS posterior (state_space by
-default; three_phase; mechanistic with --eta/--mu/--k-ref) and report the plateau, P(regime) and the
-step at 95% of the gain with 90% credible intervals. With --prefix F, fit on the first fraction F of
+the residual autocorrelation, with a status per law: ok, not_converged, no_learning, decreasing or
+law_cannot_describe (the laws describe a rise to a plateau: a falling curve, negative damping on a
+curve that does not oscillate, or a plateau the curve never approaches or outside --bounds is not
+fitted silently; the reason is printed under the table and stored in fit.json, and the parameters
+are left out). With --bayes, also sample a numpyro NUTS posterior (state_space by default;
+three_phase; mechanistic with --eta/--mu/--k-ref) and report the plateau, P(regime) and the step at
+95% of the gain with 90% credible intervals. With --prefix F, fit on the first fraction F of
 the steps and score the forecast of the rest. Writes DIR/fit.json and DIR/fit_<run>.png. A log
 holding several runs (a TensorBoard folder of runs, a W&B export of several runs, a file whose step
 counter restarts) is fitted run by run: DIR/<run>/fit.json and its PNG for each, and DIR/fit.json
@@ -53,12 +58,15 @@ def register(subparsers) -> None:
     p.add_argument("--k-ref", type=float, default=None, help="mechanistic: refresh interval / lag K_ref")
     p.add_argument("--lag", default="constant", choices=("constant", "periodic"), help="mechanistic: lag model")
     p.add_argument("--group-size", type=float, default=1.0, help="mechanistic: group size G")
+    p.add_argument("--bounds", type=float, nargs=2, default=None, metavar=("LO", "HI"),
+                   help="the range the metric can take (e.g. 0 1 for an accuracy): a fitted plateau outside it "
+                        "is reported as law_cannot_describe")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
     p.set_defaults(func=run)
 
 
 def _law_json(f):
-    return {k: getattr(f, k) for k in ("status", "params", "r2", "r2_smoothed", "noise_ceiling", "noise_ceiling_smoothed",
+    return {k: getattr(f, k) for k in ("status", "reason", "params", "r2", "r2_smoothed", "noise_ceiling", "noise_ceiling_smoothed",
                                        "aic", "bic", "sigma", "lag1_autocorr", "delta_bic_flat", "n_obs", "t0")}
 
 
@@ -76,6 +84,9 @@ def run(args) -> int:
         raise CLIError(f"--prefix must be in (0, 1), got {args.prefix}")
     if args.smooth is not None and args.smooth < 1:
         raise CLIError(f"--smooth must be a positive integer, got {args.smooth}")
+    if args.bounds is not None and not (math.isfinite(args.bounds[0]) and math.isfinite(args.bounds[1])
+                                        and args.bounds[0] < args.bounds[1]):
+        raise CLIError(f"--bounds must be two finite numbers LO < HI, got {args.bounds[0]} {args.bounds[1]}")
     for name in ("chains", "draws", "warmup"):
         if getattr(args, name) < 1:
             raise CLIError(f"--{name} must be >= 1, got {getattr(args, name)}")
@@ -98,6 +109,7 @@ def run(args) -> int:
     table = Table(title=f"grpojax fit: {args.log}")
     for col in ("run", "law/model", "status", "R² raw", "R² smooth", "ceiling", "AIC", "plateau", f"RMSE@f={args.prefix}"):
         table.add_column(col)
+    reasons: list[str] = []
     for r, folder in zip(runs, folders):
         if not r.has(args.metric):
             raise CLIError(f"run {r.name!r} has no {args.metric!r} column (has: {', '.join(sorted(r.columns))})")
@@ -105,7 +117,7 @@ def run(args) -> int:
         entry = {"n_points": int(len(steps)), "laws": {}, "forecasts": {}}
         fits = {}
         for law in laws:
-            f = fit_law(steps, y, law, smooth=args.smooth)
+            f = fit_law(steps, y, law, smooth=args.smooth, bounds=None if args.bounds is None else tuple(args.bounds))
             fits[law] = f
             entry["laws"][law] = _law_json(f)
         fcs = {}
@@ -126,6 +138,8 @@ def run(args) -> int:
                 console.print(f"[yellow]warning[/]: {w.message}")
         report["runs"][r.name] = entry
         for law, f in fits.items():
+            if f.reason:
+                reasons.append(f"{r.name} {law}: {f.status}: {f.reason}")
             plateau = f.params.get("r_inf", f.params.get("A"))
             table.add_row(r.name, law, f.status, f"{f.r2:.3f}", "-" if args.smooth is None else f"{f.r2_smoothed:.3f}",
                           f"{f.noise_ceiling:.3f}", f"{f.aic:.1f}", f"{plateau:.4g}",
@@ -142,13 +156,15 @@ def run(args) -> int:
             fig = fit_figure(steps, y, law_fits=fits, bayes=bayes, forecasts=fcs or None, bayes_forecast=bfc,
                              title=f"{r.name}: {args.metric}", ylabel=f"{args.metric} (as logged)")
             name = f"fit_{slug(r.name)}.png"
-            fig.savefig(folder / name, dpi=110)
+            save_figure(fig, folder / name, dpi=110)
             plt.close(fig)
             entry["figure"] = (folder / name).relative_to(out).as_posix()
         if folder != out:
             write_json(folder, "fit.json", {"log": str(args.log), "metric": args.metric, "runs": {r.name: entry}})
     path = write_json(out, "fit.json", report)
     console.print(table)
+    for line in reasons:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {path}")
     return 0
 

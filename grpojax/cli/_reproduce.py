@@ -19,6 +19,7 @@ import sys
 import time
 
 from grpojax._experiment import SUMMARY_FILE
+from grpojax._io import write_text_atomic
 from grpojax.cli._common import CLIError, console, out_dir, progress, write_json
 
 EXPERIMENTS = (
@@ -131,7 +132,7 @@ def write_report(out: pathlib.Path, results: dict, quick: bool) -> pathlib.Path:
             lines.append(f"![{name}: {fig}]({name}/{fig})")
             lines.append("")
     path = out / "report.md"
-    path.write_text("\n".join(lines) + "\n")
+    write_text_atomic(path, "\n".join(lines) + "\n")
     return path
 
 

@@ -4,18 +4,30 @@ from __future__ import annotations
 
 import pathlib
 import re
+import warnings
 
-from grpojax.cli._common import CLIError
-from grpojax.logs import RunLog, read_logs
+from grpojax.cli._common import CLIError, err_console
+from grpojax.logs import LogWarning, RunLog, read_logs
 
 
 def read_runs(log: str, format: str | None, name: str | None) -> list[RunLog]:
     """Every run of ``log`` (``read_logs``), or only the one called ``name``.
 
+    What the readers repaired or skipped (a corrupt TensorBoard record, a truncated last line, ...)
+    is printed on stderr as one ``warning: ...`` line each.
+
     Raises:
         CLIError: ``name`` is given and no run has it (the message lists the runs).
     """
-    runs = read_logs(log, format=format)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LogWarning)
+        runs = read_logs(log, format=format)
+    for w in caught:
+        if issubclass(w.category, LogWarning):
+            err_console.print(f"warning: {' '.join(str(w.message).split())}", markup=False, highlight=False,
+                              soft_wrap=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if name is None:
         return runs
     picked = [r for r in runs if r.name == name]

@@ -6,6 +6,7 @@ import argparse
 import math
 import time
 
+from grpojax._io import save_figure
 from grpojax.cli._common import CLIError, add_oscillator_args, check_oscillator_args, console, out_dir, progress, write_json
 
 EXAMPLE = """Example:
@@ -106,7 +107,7 @@ def run(args) -> int:
                         f"G = {args.group_size}",
                   flag="UNSTABLE (C ≤ 0 or K_eff ≤ 0)" if bool(ens.unstable) else "")],
         )
-        fig.savefig(out / "ensemble.png", dpi=120)
+        save_figure(fig, out / "ensemble.png", dpi=120)
         plt.close(fig)
         bar.advance(task)
 

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
 
+from grpojax._io import save_figure
 from grpojax.diagnose import Diagnosis, ModeResult
 from grpojax.logs import RunLog
 
@@ -243,5 +244,5 @@ def diagnosis_dashboard(run: RunLog, diagnosis: Diagnosis, path: str | pathlib.P
     fig.suptitle(f"grpojax diagnose: {diagnosis.run}", fontsize=12)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     if path is not None:
-        fig.savefig(path, dpi=90)
+        save_figure(fig, path, dpi=90)
     return fig
