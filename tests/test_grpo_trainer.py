@@ -85,7 +85,7 @@ def test_log_is_read_by_grpojax_logs(runs):
     import grpojax.logs as logs
 
     base, _, _ = runs
-    (run,) = logs.read_log(base / "full" / "metrics.jsonl")
+    run = logs.read_log(base / "full" / "metrics.jsonl")
     assert run.format == "jsonl"
     assert list(run.steps) == [0, 1, 2, 3, 4]
     for col in ("reward_mean", "eval_reward", "kl", "entropy", "grad_norm", "clip_frac", "is_ratio_max"):

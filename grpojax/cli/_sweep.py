@@ -48,7 +48,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import jax
 
-    from grpojax.plot._bandit import phase_diagram_figure
+    from grpojax.plot import phase_diagram_figure
     from grpojax.sweep import run_sweep, sweep_preset
 
     if args.size < 2 or args.size > 4096:
