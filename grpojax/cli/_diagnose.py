@@ -72,16 +72,12 @@ _STYLE = {"detected": "bold red", "violated": "bold yellow", "not_detected": "gr
 
 def _short_stat(res) -> str:
     """The statistic that decided the verdict, compactly (``name=value``)."""
-    from grpojax.diagnose._types import _fmt  # noqa: PLC0415
-
     if res.verdict == "insufficient_data":
         return "-"
     shown = [e for e in res.evidence if e.triggered] or [e for e in res.evidence if e.op != "info"]
     if not shown:
         return "-"
-    e = shown[0]
-    name = e.metric.split(",")[0].split("/")[-1]
-    return f"{name} {_fmt(e.value)} ({e.op} {_fmt(e.threshold)})" if e.op != "info" else f"{name} {_fmt(e.value)}"
+    return shown[0].short()
 
 
 def report_lines(diagnosis, width: int = WIDTH) -> list[tuple[str, str]]:

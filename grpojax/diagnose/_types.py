@@ -72,6 +72,13 @@ class Evidence(NamedTuple):
         return (f"{mark}{self.metric} {self.statistic} = {_fmt(self.value)} "
                 f"({self.op} {_fmt(self.threshold)}{sup}; {rng})")
 
+    def short(self) -> str:
+        """The evidence as one short phrase, ``name value (op threshold)``, for narrow terminals."""
+        name = self.metric.split(",")[0].split("/")[-1]
+        if self.op == "info":
+            return f"{name} {_fmt(self.value)}"
+        return f"{name} {_fmt(self.value)} ({self.op} {_fmt(self.threshold)})"
+
 
 def _fmt(x: float) -> str:
     if x is None or not np.isfinite(x):
