@@ -94,11 +94,13 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> pathlib.Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError) and e.filename is None and e.errno is not None:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from e  # name the file the user asked for
         raise
     return path
 

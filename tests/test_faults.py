@@ -28,6 +28,7 @@ import grpojax.grpo._trainer as trainer_mod
 from grpojax.cli import main
 from grpojax.grpo import CheckpointError, CheckpointStore, RunLock, read_jsonl_metrics, save_config
 from grpojax.grpo._checkpoint import CHECKSUM_FILE
+from grpojax.logs import read_log
 
 from test_grpo_trainer import _length_parity_score, _metrics, tiny_config  # noqa: E402
 
@@ -422,6 +423,13 @@ def test_resume_with_a_changed_config_is_recorded(run_copy, capsys, parity):
     assert yaml.safe_load((run / "config.yaml").read_text())["eval"]["every"] == 1
     recs = read_jsonl_metrics(run / "metrics.jsonl")
     assert [r["step"] for r in recs] == [0, 1, 2] and "eval_reward" in recs[2]
+    # the metrics log itself says from which step the config differs (a record line, not a step)
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    record = {"record": "resume", "from_step": 1, "config_changes": {"eval.every": [2, 1]}}
+    assert [x["step"] if "step" in x else x["_grpojax"].get("record", "header") for x in lines] == \
+        ["header", 0, 1, "resume", 2]
+    assert lines[3] == {"_grpojax": record}
+    assert read_log(run / "metrics.jsonl").meta["records"] == [record]
 
 
 # ----------------------------------------------------------------------------- slow: kills, races
@@ -518,3 +526,216 @@ def test_no_step0_checkpoint_unless_asked(tmp_path, parity):
         store = CheckpointStore(out / "checkpoints")
         assert store.all_steps() == expected and all(store.is_valid(s) for s in expected)
         store.close()
+
+
+# ---------------------------------------------------------- fit / diagnose / predict / simulate / sweep
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """Run ``grpojax ARGV`` in-process; (status, stdout, stderr)."""
+    capsys.readouterr()
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _curve_jsonl(path: pathlib.Path, y) -> pathlib.Path:
+    path.write_text("".join(json.dumps({"step": s + 1, "reward_mean": float(v)}) + "\n" for s, v in enumerate(y)))
+    return path
+
+
+def _tb_file(folder: pathlib.Path, n: int = 30) -> pathlib.Path:
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    folder.mkdir()
+    w = EventFileWriter(str(folder))
+    for s in range(1, n + 1):
+        w.add_event(Event(step=s, wall_time=1.0 + s, summary=Summary(value=[
+            Summary.Value(tag="reward", simple_value=0.8 - 0.5 * (1 - np.exp(-s / 8)))])))
+    w.close()
+    [path] = folder.glob("*tfevents*")
+    return path
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    """Bad and good inputs of the log commands, and a bystander file; output goes to tmp_path/out."""
+    d = tmp_path / "in"
+    d.mkdir()
+    s = np.arange(1, 41)
+    files = {
+        "decreasing": _curve_jsonl(d / "decreasing.jsonl", 0.8 - 0.5 * (1 - np.exp(-s / 8))
+                                   + 0.01 * np.random.default_rng(0).standard_normal(s.size)),
+        "unknown": d / "notes.txt",
+        "mixed": d / "mixed.log",
+        "mixed_jsonl": d / "mixed.jsonl",
+        "deep": d / "deep.json",
+        "tb_dead": d / "events.out.tfevents.1.dead",
+        "existing": d / "results.txt",
+    }
+    files["unknown"].write_text("nothing a trainer wrote\n")
+    files["mixed"].write_text("".join(f"{{'loss': 0.1, 'reward': {0.01 * k}, 'epoch': {k / 40:.2f}}}\n" for k in range(1, 21))
+                              + "".join(f"step:{k} - critic/score/mean:{0.01 * k} - actor/entropy:0.3\n" for k in range(21, 41)))
+    files["mixed_jsonl"].write_text("".join(json.dumps({"step": k, "reward_mean": 0.01 * k}) + "\n" for k in range(1, 21))
+                                    + "".join(json.dumps({"step": k, "data": {"critic/score/mean": 0.01 * k}}) + "\n"
+                                              for k in range(21, 41)))
+    files["deep"].write_text('{"log_history": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    files["tb_dead"].write_bytes(b"\x00" * 64)
+    files["existing"].write_text("precious\n")
+    (tmp_path / "bystander.txt").write_text("keep me\n")
+    return tmp_path, files
+
+
+def _outside(tmp_path):
+    """Hashes of everything except the command's own output folder."""
+    return {k: v for k, v in tree_hash(tmp_path).items() if not k.startswith("out/") and k != "out"}
+
+
+@pytest.mark.parametrize("command", ["fit", "diagnose"])
+@pytest.mark.parametrize(
+    "key, expected",
+    [
+        ("missing", "no such file or folder"),
+        ("unknown", "unknown log format"),
+        ("mixed", "mixes two log formats: 20 verl_console entries (first at line 21) and 20 trl_console entries "
+                  "(first at line 1)"),
+        ("mixed_jsonl", "mixes two log formats: 20 jsonl line(s) (first at line 1) and 20 verl_jsonl line(s) "
+                        "(first at line 21)"),
+        ("deep", "JSON nested too deeply"),
+        ("tb_dead", "not a readable TensorBoard event file"),
+    ],
+)
+def test_bad_logs_are_one_line_errors(inputs, capsys, command, key, expected):
+    tmp_path, files = inputs
+    log = str(files.get(key, tmp_path / "in" / "missing.jsonl"))
+    before = _outside(tmp_path)
+    t0 = time.perf_counter()
+    rc, _, err = cli(capsys, command, log, "--no-plot", "--out", str(tmp_path / "out"))
+    line = one_line(err)
+    assert rc == 2 and expected in line and line.startswith(f"grpojax {command}: error: {log}"), line
+    assert time.perf_counter() - t0 < 20
+    assert _outside(tmp_path) == before and not list((tmp_path / "out").glob("*.json"))
+
+
+@pytest.mark.parametrize("command", ["fit", "diagnose"])
+def test_out_is_an_existing_file_for_log_commands(inputs, capsys, command):
+    tmp_path, files = inputs
+    before = tree_hash(tmp_path)
+    rc, _, err = cli(capsys, command, str(files["decreasing"]), "--no-plot", "--out", str(files["existing"]))
+    assert rc == 2 and str(files["existing"]) in one_line(err)
+    assert tree_hash(tmp_path) == before
+
+
+def test_fit_of_a_decreasing_curve_says_so(inputs, capsys):
+    tmp_path, files = inputs
+    before = _outside(tmp_path)
+    rc, out, err = cli(capsys, "fit", str(files["decreasing"]), "--law", "exponential", "--no-plot",
+                       "--out", str(tmp_path / "out"))
+    assert rc == 0 and "Traceback" not in err
+    law = json.loads((tmp_path / "out" / "fit.json").read_text())["runs"]["decreasing"]["laws"]["exponential"]
+    assert law["status"] == "decreasing" and "the curve falls" in law["reason"]
+    assert law["params"]["r_inf"] == "nan"  # no plateau reported for a law that cannot describe the curve
+    assert "decreasing exponential: decreasing: the curve falls" in " ".join(out.split())
+    assert _outside(tmp_path) == before
+
+
+def test_fit_reads_a_corrupt_tensorboard_file_with_a_warning(inputs, capsys):
+    tmp_path, _ = inputs
+    tb = _tb_file(tmp_path / "in" / "tb")
+    data = bytearray(tb.read_bytes())
+    at = data.index(np.float32(0.8 - 0.5 * (1 - np.exp(-15 / 8))).tobytes())
+    data[at + 3] ^= 0x40  # step 15's reward becomes ~1e38
+    tb.write_bytes(bytes(data))
+    before = _outside(tmp_path)
+    rc, _, err = cli(capsys, "fit", str(tb), "--law", "exponential", "--no-plot", "--out", str(tmp_path / "out"))
+    line = one_line(err)
+    assert rc == 0 and line.startswith("warning: ") and "1 point(s) lost" in line and "step(s) 15" in line
+    run = json.loads((tmp_path / "out" / "fit.json").read_text())["runs"]["tb"]
+    assert run["n_points"] == 29 and run["laws"]["exponential"]["status"] == "decreasing"
+    assert _outside(tmp_path) == before
+
+
+def test_full_disk_leaves_no_partial_fit_json(inputs, capsys, monkeypatch):
+    import errno
+
+    import grpojax._io as io_mod
+
+    tmp_path, files = inputs
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "fit.json").write_text('{"old": "result"}\n')  # a previous result must survive a failed write
+
+    def fsync_full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(io_mod.os, "fsync", fsync_full)
+    before = _outside(tmp_path)
+    rc, _, err = cli(capsys, "fit", str(files["decreasing"]), "--law", "exponential", "--no-plot", "--out", str(out))
+    line = one_line(err)
+    assert rc == 1 and f"no space left on the device while writing {out / 'fit.json'}" in line, line
+    assert (out / "fit.json").read_text() == '{"old": "result"}\n'
+    assert sorted(p.name for p in out.iterdir()) == ["fit.json"]  # no temporary file left behind
+    assert _outside(tmp_path) == before
+
+
+def test_diagnose_all_nan_and_one_inf(capsys, tmp_path):
+    from grpojax.diagnose import diagnose
+    from grpojax.logs import RunLog
+
+    n = 120
+    s = np.arange(1, n + 1)
+    nan = {c: np.full(n, np.nan) for c in ("reward_mean", "reward_std", "kl", "grad_norm", "entropy", "response_length")}
+    d = diagnose(RunLog.from_columns(nan, steps=s))
+    assert {r.verdict for r in d.results.values()} == {"insufficient_data"} and not d.detected
+    rng = np.random.default_rng(0)
+    y = 0.2 + 0.6 * (1 - np.exp(-s / 30)) + 0.01 * rng.standard_normal(n)
+    clean = diagnose(RunLog.from_columns({"reward_mean": y, "reward_std": np.full(n, 0.3)}, steps=s))
+    assert not clean.results["dynamical_instability"].detected
+    y[60] = np.inf
+    d = diagnose(RunLog.from_columns({"reward_mean": y, "reward_std": np.full(n, 0.3)}, steps=s))
+    res = d.results["dynamical_instability"]
+    # a single +inf is reported, but never silently: the reason names the non-finite value and its step
+    assert not res.detected or ("non-finite" in res.reason and "61" in res.reason), res.reason
+    # through the command line: one line per problem at most, no traceback
+    log = _curve_jsonl(tmp_path / "inf.jsonl", y)
+    rc, out, err = cli(capsys, "diagnose", str(log), "--no-plot", "--no-validity", "--out", str(tmp_path / "out"))
+    assert rc == 0 and "Traceback" not in err
+    rep = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
+    assert "non-finite" in json.dumps(rep)
+
+
+@pytest.mark.parametrize(
+    "argv, status, expected",
+    [
+        (["predict", "--eta", "0.01", "--k-ref", "4", "--curvature", "-1"], 2, "--curvature must be > 0"),
+        (["predict", "--eta", "0.01", "--k-ref", "4", "--curvature", "0"], 2, "--curvature must be > 0"),
+        (["predict", "--eta", "0.01", "--k-ref", "4", "--curvature", "1", "--p0", "nan"], 2,
+         "--p0 must be a finite number, got nan"),
+        (["simulate", "--eta", "0.01", "--k-ref", "4", "--curvature", "1", "--paths", "2147483648"], 2,
+         "--paths 2147483648 is above the limit"),
+        (["simulate", "--eta", "0.01", "--k-ref", "4", "--curvature", "1", "--dt", "1e-6"], 2,
+         "--dt 1e-06 over a horizon"),
+        (["sweep", "--size", "-3"], 2, "--size must be in"),
+        (["sweep", "--preset", "nope"], 2, "unknown sweep preset 'nope'"),
+        (["sweep", "--steps", "0"], 2, "--steps must be >="),
+    ],
+)
+def test_bad_values_of_the_model_commands_are_one_line_errors(tmp_path, capsys, argv, status, expected):
+    (tmp_path / "bystander.txt").write_text("keep me\n")
+    before = tree_hash(tmp_path)
+    t0 = time.perf_counter()
+    rc, _, err = cli(capsys, *argv, "--out", str(tmp_path / "out"))
+    assert rc == status and expected in one_line(err)
+    assert time.perf_counter() - t0 < 10
+    assert {k: v for k, v in tree_hash(tmp_path).items() if not k.startswith("out")} == before
+
+
+def test_predict_with_a_huge_k_ref_answers_quickly(tmp_path, capsys):
+    t0 = time.perf_counter()
+    rc, out, err = cli(capsys, "predict", "--eta", "0.01", "--k-ref", "1000000000", "--curvature", "1",
+                       "--out", str(tmp_path / "out"))
+    assert rc == 0 and "Traceback" not in err and len([x for x in err.splitlines() if x.strip()]) <= 1
+    assert time.perf_counter() - t0 < 60
+    pred = json.loads((tmp_path / "out" / "prediction.json").read_text())
+    assert "unstable" in json.dumps(pred)
+    assert "exact thresholds not computed" in " ".join(out.split())

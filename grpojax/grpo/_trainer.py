@@ -516,6 +516,8 @@ class GRPOTrainer:
         summary["log"] = str(log_path)
         logger = JsonlLogger(log_path, header=self.log_header(), append=True,
                              tensorboard_dir=self.out / "tensorboard" if cfg.log.tensorboard else None)
+        if resumed and plan.changes:  # the metrics log says from which step the config differs
+            logger.record("resume", **summary["resumes"][-1])
         K = cfg.grpo.k_ref
         end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
         bar = make_progress(Console(stderr=True)) if show_progress else None
