@@ -27,6 +27,13 @@ def test_fit_cli_laws_and_forecast(tmp_path):
     # inflection) every law's plateau is unidentified -- see experiments/fit_real_runs.py
     assert run["forecasts"]["three_phase"]["rmse"] < 0.05
     assert (tmp_path / run["figure"]).stat().st_size > 10_000
+    # every --prefix forecast carries an interval, set beside what the run reached
+    wf = run["window_forecast"]
+    assert wf["method"] == "creep" and wf["level"] == 0.9
+    assert wf["lo"] <= wf["mean"] <= wf["hi"] and wf["hi"] - wf["lo"] > 0
+    assert wf["window"][0] > wf["prefix_end"] and isinstance(wf["observed_mean"], float)
+    assert wf["covered"] == (wf["lo"] <= wf["observed_mean"] <= wf["hi"])
+    assert {"p_star", "fast_rate", "noise_sd"} <= set(wf["params"]) and "M" not in wf["params"]
 
 
 def test_fit_cli_flat_curve_reports_no_learning(tmp_path):
@@ -43,6 +50,7 @@ def test_fit_cli_flat_curve_reports_no_learning(tmp_path):
         (["--prefix", "1.5"], "--prefix"),
         (["--bayes", "mechanistic"], "--eta"),
         (["--metric", "nope"], "no 'nope' column"),
+        (["--prefix", "0.7", "--window", "0.5", "--forecast-method", "persistence"], "--window"),
     ],
 )
 def test_fit_cli_user_errors(tmp_path, capsys, argv, msg):

@@ -21,7 +21,10 @@ fitted silently; the reason is printed under the table and stored in fit.json, a
 are left out). With --bayes, also sample a numpyro NUTS posterior (state_space by default;
 three_phase; mechanistic with --eta/--mu/--k-ref) and report the plateau, P(regime) and the step at
 95% of the gain with 90% credible intervals. With --prefix F, fit on the first fraction F of
-the steps and score the forecast of the rest. Writes DIR/fit.json and DIR/fit_<run>.png. A log
+the steps and score the forecast of the rest; every run also gets a window forecast with an interval:
+the mean of the metric over the last --window of the run (default 10%) predicted from the prefix alone
+by --forecast-method (default creep: a fast rise plus a slow power-law creep, the mean of many prompts
+with different stiffness), with its 90% predictive interval, set beside what the run then reached. Writes DIR/fit.json and DIR/fit_<run>.png. A log
 holding several runs (a TensorBoard folder of runs, a W&B export of several runs, a file whose step
 counter restarts) is fitted run by run: DIR/<run>/fit.json and its PNG for each, and DIR/fit.json
 with all of them; --run NAME picks one.
@@ -49,6 +52,10 @@ def register(subparsers) -> None:
                    help="also sample a NUTS posterior of this model (default model: state_space)")
     p.add_argument("--prefix", type=float, default=None, metavar="F",
                    help="forecast: fit on the first fraction F of the steps, score the rest")
+    p.add_argument("--window", type=float, default=0.1, metavar="W",
+                   help="with --prefix: the final fraction W of the run whose mean is forecast (default 0.1)")
+    p.add_argument("--forecast-method", default="creep", choices=("creep", "persistence", "exponential", "sigmoid"),
+                   help="with --prefix: the window forecaster (default creep)")
     p.add_argument("--chains", type=int, default=4, help="NUTS chains (default 4)")
     p.add_argument("--draws", type=int, default=1000, help="NUTS draws per chain after warmup (default 1000)")
     p.add_argument("--warmup", type=int, default=1000, help="NUTS warmup per chain (default 1000)")
@@ -68,6 +75,32 @@ def register(subparsers) -> None:
 def _law_json(f):
     return {k: getattr(f, k) for k in ("status", "reason", "params", "r2", "r2_smoothed", "noise_ceiling", "noise_ceiling_smoothed",
                                        "aic", "bic", "sigma", "lag1_autocorr", "delta_bic_flat", "n_obs", "t0")}
+
+
+def _window_json(wf, observed: float) -> dict:
+    covered = bool(wf.lo <= observed <= wf.hi) if math.isfinite(observed) else None
+    return {"method": wf.method, "status": wf.status, "mean": wf.mean, "lo": wf.lo, "hi": wf.hi, "level": wf.level,
+            "prefix_end": wf.prefix_end, "window": list(wf.window), "n_window": wf.n_window,
+            "observed_mean": observed, "covered": covered,
+            "params": {k: {"median": v[0], "lo": v[1], "hi": v[2]} for k, v in wf.params.items()}}
+
+
+def _window_forecasts(runs, args, key):
+    """One window forecast per run (the creep posteriors fitted in one batch) and the mean each run reached."""
+    import numpy as np  # noqa: PLC0415
+
+    from grpojax.fit import forecast_windows  # noqa: PLC0415
+
+    if not 0.0 < args.window <= 1.0 - args.prefix:
+        raise CLIError(f"--window must be in (0, 1 - prefix] = (0, {1.0 - args.prefix:g}], got {args.window}")
+    curves = [r.series(args.metric) for r in runs]
+    fcs = forecast_windows(curves, prefix=args.prefix, window=args.window, method=args.forecast_method,
+                           metric=args.metric, key=key, show_progress=sys.stderr.isatty())
+    observed = []
+    for (steps, y), wf in zip(curves, fcs):
+        m = (steps >= wf.window[0]) & (steps <= wf.window[1]) & np.isfinite(y)
+        observed.append(float(np.mean(y[m])) if m.any() else float("nan"))
+    return fcs, observed
 
 
 def _fc_json(fc):
@@ -110,9 +143,18 @@ def run(args) -> int:
     for col in ("run", "law/model", "status", "R² raw", "R² smooth", "ceiling", "AIC", "plateau", f"RMSE@f={args.prefix}"):
         table.add_column(col)
     reasons: list[str] = []
-    for r, folder in zip(runs, folders):
+    for r in runs:
         if not r.has(args.metric):
             raise CLIError(f"run {r.name!r} has no {args.metric!r} column (has: {', '.join(sorted(r.columns))})")
+    windows, observed = (_window_forecasts(runs, args, jax.random.fold_in(key, 2)) if args.prefix is not None
+                         else ([None] * len(runs), [None] * len(runs)))
+    wtable = None
+    if args.prefix is not None:
+        wtable = Table(title=f"forecast of the mean {args.metric} over the last {args.window:.0%} from the first "
+                             f"{args.prefix:.0%} (90% interval)")
+        for col in ("run", "method", "status", "forecast", "interval", "reached", "covered"):
+            wtable.add_column(col)
+    for r, folder, wf, obs in zip(runs, folders, windows, observed):
         steps, y = r.series(args.metric)
         entry = {"n_points": int(len(steps)), "laws": {}, "forecasts": {}}
         fits = {}
@@ -136,6 +178,11 @@ def run(args) -> int:
                     entry["forecasts"][f"bayes:{args.bayes}"] = _fc_json(bfc)
             for w in caught:
                 console.print(f"[yellow]warning[/]: {w.message}")
+        if wf is not None:
+            entry["window_forecast"] = _window_json(wf, obs)
+            wtable.add_row(r.name, wf.method, wf.status, f"{wf.mean:.4g}", f"[{wf.lo:.4g}, {wf.hi:.4g}]",
+                           f"{obs:.4g}" if math.isfinite(obs) else "-",
+                           {True: "yes", False: "no", None: "-"}[entry["window_forecast"]["covered"]])
         report["runs"][r.name] = entry
         for law, f in fits.items():
             if f.reason:
@@ -163,6 +210,12 @@ def run(args) -> int:
             write_json(folder, "fit.json", {"log": str(args.log), "metric": args.metric, "runs": {r.name: entry}})
     path = write_json(out, "fit.json", report)
     console.print(table)
+    if wtable is not None:
+        console.print(wtable)
+        if args.forecast_method == "creep":
+            console.print("A reward curve identifies the plateau, the rates and the noise, not the oscillator's M, C "
+                          "and K separately: M follows from the hyperparameters (η, μ, K_ref) when they are known "
+                          "(fit --bayes mechanistic, grpojax advise --probe).", soft_wrap=True)
     for line in reasons:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {path}")
