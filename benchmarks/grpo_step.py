@@ -141,7 +141,7 @@ def main(argv=None) -> int:
             "", "## grpo_step: seconds per GRPO step, grpojax vs TRL GRPOTrainer", "",
             f"Command: `python benchmarks/grpo_step.py --steps {args.steps} --warmup {args.warmup} --write` "
             f"({datetime.date.today()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
-            f"jax {jax.__version__}, trl {trl.__version__}; the machine was shared with other engineers' jobs, "
+            f"jax {jax.__version__}, trl {trl.__version__}; the machine was shared with other jobs, "
             "so absolute times are noisy -- both trainers ran in the same process run, one after the other).",
             "",
             f"Setup: random-init Qwen2 (hidden {ARCH['hidden_size']}, {ARCH['num_hidden_layers']} layers, "
