@@ -93,12 +93,21 @@ def clipped_surrogate(
     return surr, ratio, active
 
 
+def _accumulation_dtype(x: Array):
+    """Dtype of the masked sums: ``x``'s own dtype, at least float32 (token counts are exact there)."""
+    return jnp.float64 if x.dtype == jnp.float64 else jnp.float32
+
+
 def aggregate(values: Array, mask: Array, mode: str) -> Array:
-    """Aggregate ``(S, N)`` per-token values over the boolean ``mask`` (see module docstring)."""
+    """Aggregate ``(S, N)`` per-token values over the boolean ``mask`` (see module docstring).
+
+    Sums run in the values' dtype, at least float32 (a float64 input gives a float64 result).
+    """
     if mode not in AGGREGATIONS:
         raise ValueError(f"loss aggregation {mode!r}; expected one of {AGGREGATIONS}")
-    m = mask.astype(jnp.float32)
-    v = jnp.where(mask, values, 0.0)
+    acc = _accumulation_dtype(values)
+    m = mask.astype(acc)
+    v = jnp.where(mask, values.astype(acc), jnp.zeros((), acc))
     if mode == "token_mean":
         return v.sum() / jnp.maximum(m.sum(), 1.0)
     if mode == "seq_mean_token_mean":
@@ -157,14 +166,14 @@ def grpo_loss(
             raise ValueError(f"beta={beta} needs reference log-probs; got ref_logp=None")
         kl_t = jnp.zeros_like(logp)
     loss = aggregate(per_token, mask, aggregation)
-    m = mask.astype(jnp.float32)
+    m = mask.astype(_accumulation_dtype(logp))
     n = jnp.maximum(m.sum(), 1.0)
     sg = jax.lax.stop_gradient
     return LossTerms(
         loss=loss,
-        kl=sg((kl_t * m).sum() / n),
-        entropy=sg((entropy * m).sum() / n),
-        is_ratio_mean=sg((ratio * m).sum() / n),
+        kl=sg((kl_t.astype(m.dtype) * m).sum() / n),
+        entropy=sg((entropy.astype(m.dtype) * m).sum() / n),
+        is_ratio_mean=sg((ratio.astype(m.dtype) * m).sum() / n),
         is_ratio_max=sg(jnp.max(jnp.where(mask, ratio, -jnp.inf))),
-        clip_frac=sg((active * m).sum() / n),
+        clip_frac=sg((active.astype(m.dtype) * m).sum() / n),
     )

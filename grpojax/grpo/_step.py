@@ -101,8 +101,11 @@ def make_grpo_update(graphdef, tx: optax.GradientTransformation, *, beta, eps_lo
     def step(params, opt_state, rest, batch: RolloutBatch, fresh):
         (_, terms), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, rest, batch, fresh)
         gnorm = optax.tree.norm(grads)
-        updates, new_opt = tx.update(grads, opt_state, params)
-        new_params = optax.apply_updates(params, updates)
+        # optax is not clean under strict dtype promotion (adam's bias correction raises a Python float
+        # to the int32 step count): only the optimiser call runs under standard promotion.
+        with jax.numpy_dtype_promotion("standard"):
+            updates, new_opt = tx.update(grads, opt_state, params)
+            new_params = optax.apply_updates(params, updates)
         finite = jnp.isfinite(terms.loss) & jnp.isfinite(gnorm)
         keep = lambda new, old: jnp.where(finite, new, old)  # noqa: E731
         new_params = jax.tree.map(keep, new_params, params)
@@ -125,8 +128,11 @@ def make_sft_update(graphdef, tx: optax.GradientTransformation, *, param_shardin
 
     def step(params, opt_state, rest, prompt, prompt_mask, target, target_mask):
         loss, grads = jax.value_and_grad(loss_fn)(params, rest, prompt, prompt_mask, target, target_mask)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        # optax under standard promotion only (see make_grpo_update)
+        with jax.numpy_dtype_promotion("standard"):
+            updates, opt_state = tx.update(grads, opt_state, params)
+            new_params = optax.apply_updates(params, updates)
+        return new_params, opt_state, loss
 
     out_sh = None if param_sharding is None else (param_sharding, opt_sharding, None)
     return jax.jit(step, donate_argnums=(0, 1), out_shardings=out_sh)

@@ -16,6 +16,11 @@ __all__ = ["Linear", "Embed", "RMSNorm", "MLP", "param"]
 _INIT_STD = 0.02  # Hugging Face ``initializer_range`` default for both families
 
 
+def _lead(v: jnp.ndarray, ndim: int) -> jnp.ndarray:
+    """``v`` of shape ``(n,)`` reshaped to ``(1, ..., 1, n)`` of rank ``ndim`` (explicit broadcasting)."""
+    return v.reshape((1,) * (ndim - v.ndim) + v.shape)
+
+
 def param(rngs: nnx.Rngs | None, shape, spec, param_dtype, *, init: str = "normal") -> nnx.Param:
     """A parameter of ``shape`` annotated with partition spec ``spec`` (not placed on any mesh)."""
     if init == "ones":
@@ -39,7 +44,7 @@ class Linear(nnx.Module):
         """``x (..., in) -> (..., out)`` computed in ``dtype`` (accumulated as ``out_dtype`` if given)."""
         y = jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype), preferred_element_type=out_dtype)
         if self.bias is not None:
-            y = y + self.bias[...].astype(y.dtype)
+            y = y + _lead(self.bias[...].astype(y.dtype), y.ndim)
         return y
 
 
@@ -73,7 +78,7 @@ class RMSNorm(nnx.Module):
         x32 = x.astype(jnp.float32)
         var = jnp.mean(jnp.square(x32), axis=-1, keepdims=True)
         y = (x32 * jax.lax.rsqrt(var + jnp.float32(self.eps))).astype(self.dtype)
-        return self.weight[...].astype(self.dtype) * y
+        return _lead(self.weight[...].astype(self.dtype), y.ndim) * y
 
 
 class MLP(nnx.Module):

@@ -55,6 +55,7 @@ def rope_cos_sin(config: ModelConfig, positions: jnp.ndarray, dtype) -> tuple[jn
     The angles are computed in float32 (as transformers does) and only then cast.
     """
     f = jnp.asarray(inverse_frequencies(config), dtype=jnp.float32)
+    f = f.reshape((1,) * positions.ndim + f.shape)  # (1, 1, d/2): explicit rank for the outer product
     ang = positions.astype(jnp.float32)[..., None] * f  # (B, T, d/2)
     ang = jnp.concatenate([ang, ang], axis=-1)
     return jnp.cos(ang).astype(dtype), jnp.sin(ang).astype(dtype)
