@@ -16,7 +16,7 @@ import sys
 from grpojax.cli._common import CLIError, err_console
 
 SUBCOMMANDS = ("predict", "simulate", "sweep", "fit", "diagnose", "train", "reproduce", "convert", "export", "watch",
-               "advise")
+               "advise", "launch")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -4,8 +4,12 @@
   sharded over all devices) and returns a :class:`SweepResult` with predictions and measurements side by side.
 - :func:`measure` turns recorded trajectories into statistics and a measured regime (:data:`MEASURED_REGIMES`).
 - :func:`sweep_preset` builds the named grids of ``grpojax sweep --preset`` (:data:`PRESETS`).
+- :func:`initialize_distributed` starts JAX's multi-process runtime from the environment (``grpojax launch``,
+  a cluster job); :func:`run_sweep` then spans the devices of every process, and :func:`is_primary` says
+  which process writes.
 """
 
+from grpojax._distributed import initialize_distributed, is_primary
 from grpojax.sweep._engine import SweepResult, run_sweep, simulate_traces
 from grpojax.sweep._grid import MODE_KNOBS, NUMERIC_KNOBS, Grid, make_grid
 from grpojax.sweep._measure import MEASURED_REGIMES, measure
@@ -21,6 +25,8 @@ __all__ = [
     "Grid",
     "SweepPreset",
     "SweepResult",
+    "initialize_distributed",
+    "is_primary",
     "make_grid",
     "measure",
     "predict_rows",

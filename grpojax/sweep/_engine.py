@@ -6,6 +6,12 @@ devices; inside the compiled call ``shard_map`` lets each device step its own ro
 communication. Every row's randomness is ``threefry(fold_in(key, step), (row, draw))``, so results do not
 depend on the chunk size or the number of devices. Each row records ``p`` every ``stride`` steps; summary
 statistics and the measured regime are computed from that trace (:mod:`grpojax.sweep._measure`).
+
+Several processes (JAX's multi-process runtime, :func:`grpojax.sweep.initialize_distributed`): the mesh holds
+the devices of every process, each process places only its own devices' rows of a chunk
+(``make_array_from_callback``), steps them, and the chunk's results are gathered back to every process
+(``process_allgather``). Every process thus ends with the whole :class:`SweepResult`, bit-identical to a
+one-process run; only process 0 should write it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from grpojax._chunks import padded_chunks
+from grpojax._distributed import check_started
 from grpojax.bandit import BanditConfig, mean_field_step, two_arm_init, two_arm_step_batch
 from grpojax.sweep._grid import Grid
 from grpojax.sweep._measure import MEASURED_REGIMES, measure
@@ -38,7 +45,7 @@ class SweepResult:
             ``eta_crit_exact``, ``regime_exact`` ...; measurements ``late_mean``, ``late_std``,
             ``growth_rate``, ``frequency``, ``escaped``, ``finite``, ``regime``).
         traces: ``(N, W)`` recorded p every ``stride`` steps (``None`` unless requested).
-        meta: num_steps, stride, devices, chunk size, seconds.
+        meta: num_steps, stride, devices (of all processes), processes, chunk size, seconds.
     """
 
     columns: dict[str, np.ndarray]
@@ -100,6 +107,21 @@ def _mesh() -> Mesh:
     return Mesh(np.array(jax.devices()), ("configs",))
 
 
+def _place(host: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """A global array sharded by ``sharding`` whose local shards this process fills from ``host``."""
+    host = host.astype(jax.dtypes.canonicalize_dtype(host.dtype), copy=False)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def _to_host(x: jax.Array) -> np.ndarray:
+    """The whole of a (possibly multi-process) array on this host: gathered from every process if needed."""
+    if x.is_fully_addressable:
+        return np.asarray(x)
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
 def simulate_traces(cfg: BanditConfig, rows: np.ndarray, num_steps: int, *, key, stride: int = 1,
                     chunk_size: int = 8192, mean_field: bool = False, progress=None, task=None):
     """Simulate a flat batch of configurations; return (traces (N, W), final θ, final v) as NumPy.
@@ -110,9 +132,12 @@ def simulate_traces(cfg: BanditConfig, rows: np.ndarray, num_steps: int, *, key,
         num_steps: steps per row (rounded down to a multiple of ``stride``).
         key: PRNG key.
         stride: record p every ``stride`` steps.
-        chunk_size: rows per compiled call (rounded up to a multiple of the device count).
+        chunk_size: rows per compiled call (rounded up to a multiple of the device count, all processes').
         mean_field: iterate the exact mean-field map instead of sampling (deterministic).
         progress, task: optional rich progress bar and task id advanced by rows.
+
+    Several processes: every process must call it with the same arguments; each steps the rows of its own
+    devices and every process returns the whole result.
     """
     n = len(rows)
     ndev = jax.device_count()
@@ -123,13 +148,13 @@ def simulate_traces(cfg: BanditConfig, rows: np.ndarray, num_steps: int, *, key,
     shard = NamedSharding(mesh, PartitionSpec("configs"))
     traces, thetas, vels = [], [], []
     for pad, m in padded_chunks(n, chunk):
-        sub = jax.tree_util.tree_map(lambda x: jax.device_put(jnp.asarray(x)[pad], shard), cfg)
-        r = jax.device_put(jnp.asarray(rows[pad], dtype=jnp.uint32), shard)
+        sub = jax.tree_util.tree_map(lambda x: _place(np.asarray(x)[pad], shard), cfg)
+        r = _place(np.asarray(rows)[pad].astype(np.uint32), shard)
         tr, th, v = _trace_chunk(sub, r, key, num_records=num_records, stride=int(stride),
                                  mean_field=bool(mean_field))
-        traces.append(np.asarray(tr)[:m])
-        thetas.append(np.asarray(th)[:m])
-        vels.append(np.asarray(v)[:m])
+        traces.append(_to_host(tr)[:m])
+        thetas.append(_to_host(th)[:m])
+        vels.append(_to_host(v)[:m])
         if progress is not None:
             progress.advance(task, m)
     return np.concatenate(traces), np.concatenate(thetas), np.concatenate(vels)
@@ -154,19 +179,29 @@ def run_sweep(grid: Grid, num_steps: int, *, key, stride: int | None = None, chu
     Returns:
         :class:`SweepResult`. A row that diverges (NaN/inf) is flagged ``regime="diverged"``; rows are
         independent, so it never affects the others.
+
+    Several processes (after :func:`grpojax.sweep.initialize_distributed`): every process calls it with the
+    same arguments, steps the rows of its own devices, and gets the whole result, bit-identical to one
+    process; write it from process 0 only (:func:`grpojax.sweep.is_primary`). The progress bar shows on
+    process 0 only.
+
+    Raises:
+        ValueError: ``num_steps`` < 8, or the environment names several processes
+            (``GRPOJAX_NUM_PROCESSES``) but JAX's multi-process runtime was not started.
     """
     import time
 
     num_steps = int(num_steps)
     if num_steps < 8:
         raise ValueError(f"num_steps must be >= 8, got num_steps={num_steps}")
+    check_started()
     stride = int(stride or max(1, num_steps // 512))
     N = len(grid)
     out: dict[str, np.ndarray] = {}
     traces_all = None
     t0 = time.perf_counter()
     pbar = None
-    if show_progress:
+    if show_progress and jax.process_index() == 0:
         from grpojax._progress import progress
 
         pbar = progress()
@@ -200,6 +235,6 @@ def run_sweep(grid: Grid, num_steps: int, *, key, stride: int | None = None, chu
     for k, v_ in out.items():
         if v_.dtype == object:
             out[k] = v_.astype(str)
-    meta = dict(num_steps=num_steps, stride=stride, rows=N, devices=jax.device_count(),
+    meta = dict(num_steps=num_steps, stride=stride, rows=N, devices=jax.device_count(), processes=jax.process_count(),
                 chunk_size=chunk_size, mean_field=mean_field, seconds=time.perf_counter() - t0)
     return SweepResult(out, traces_all, meta)

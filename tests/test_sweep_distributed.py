@@ -1,0 +1,185 @@
+"""Multi-process sweeps: environment parsing, the local launcher, and 2 processes == 1 process, bit for bit.
+
+The multi-process runs are real: ``grpojax launch`` starts two local processes (one CPU device each) that
+meet through JAX's runtime on 127.0.0.1 and exchange results with JAX's CPU collectives. Every subprocess is
+bounded twice: by the launcher's own ``timeout`` (which stops the processes it started) and by the test's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from grpojax._distributed import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID, distributed_env
+from grpojax.cli._launch import launch
+from grpojax.sweep import initialize_distributed, make_grid, run_sweep
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+GRPOJAX = [sys.executable, "-c", "import sys; from grpojax.cli import main; sys.exit(main())"]
+ENV_NAMES = (ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID)
+
+
+def _clean_env(**extra) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ENV_NAMES and k != "XLA_FLAGS"}
+    return dict(env, JAX_PLATFORMS="cpu", **extra)
+
+
+def _run(cmd, timeout: float, **kw) -> subprocess.CompletedProcess:
+    """Run a command bounded by ``timeout``; on expiry kill it (and its process group) and fail."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, **kw)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        out, _ = proc.communicate()
+        pytest.fail(f"{cmd[:4]}... ran past {timeout} s:\n{out[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, None)
+
+
+# ---------------------------------------------------------------- environment
+
+
+def test_distributed_env_reads_all_three_or_none():
+    assert distributed_env({}) is None
+    ok = {ENV_COORDINATOR: "10.0.0.1:12355", ENV_NUM_PROCESSES: "4", ENV_PROCESS_ID: "3"}
+    assert distributed_env(ok) == ("10.0.0.1:12355", 4, 3)
+    with pytest.raises(ValueError, match=f"{ENV_PROCESS_ID}.*not"):
+        distributed_env({ENV_COORDINATOR: "h:1", ENV_NUM_PROCESSES: "2"})
+    for name, bad, expected in [(ENV_COORDINATOR, "10.0.0.1", "host:port"), (ENV_COORDINATOR, "h:99999", "host:port"),
+                                (ENV_NUM_PROCESSES, "two", "integer"), (ENV_NUM_PROCESSES, "0", ">= 1"),
+                                (ENV_PROCESS_ID, "4", r"\[0, 3\]"), (ENV_PROCESS_ID, "-1", r"\[0, 3\]")]:
+        with pytest.raises(ValueError, match=f"{name}.*{expected}"):
+            distributed_env(dict(ok, **{name: bad}))
+
+
+def test_a_started_jax_or_a_missing_runtime_is_refused(monkeypatch):
+    jax.devices()  # this test process has used JAX: the runtime can no longer start
+    monkeypatch.setenv(ENV_COORDINATOR, "127.0.0.1:1")
+    monkeypatch.setenv(ENV_NUM_PROCESSES, "2")
+    monkeypatch.setenv(ENV_PROCESS_ID, "0")
+    with pytest.raises(ValueError, match="before any JAX computation"):
+        initialize_distributed("auto")
+    assert initialize_distributed("off") == 1
+    with pytest.raises(ValueError, match="distributed mode"):
+        initialize_distributed("yes")
+    # without the runtime every process would run the whole sweep and write it: refused
+    with pytest.raises(ValueError, match=f"{ENV_NUM_PROCESSES}=2"):
+        run_sweep(make_grid(eta=0.1, group_size=8), 16, key=jax.random.key(0))
+
+
+# ---------------------------------------------------------------- launcher
+
+
+def test_launch_gives_each_process_its_id_and_one_address(tmp_path):
+    script = f"import os, json; json.dump({{k: os.environ[k] for k in {ENV_NAMES!r}}}, " \
+             f"open(os.path.join({str(tmp_path)!r}, os.environ[{ENV_PROCESS_ID!r}] + '.json'), 'w'))"
+    assert launch([sys.executable, "-c", script], 3, timeout=60) == 0
+    seen = [json.loads((tmp_path / f"{i}.json").read_text()) for i in range(3)]
+    assert [s[ENV_PROCESS_ID] for s in seen] == ["0", "1", "2"]
+    assert {s[ENV_NUM_PROCESSES] for s in seen} == {"3"}
+    addrs = {s[ENV_COORDINATOR] for s in seen}
+    assert len(addrs) == 1 and addrs.pop().startswith("127.0.0.1:")
+
+
+def test_launch_forwards_a_failure_and_stops_the_others(tmp_path):
+    # process 1 fails at once with status 3; process 0 would sleep for a minute
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        pid = os.environ[{ENV_PROCESS_ID!r}]
+        open(os.path.join({str(tmp_path)!r}, pid), "w").write(str(os.getpid()))
+        if pid == "1":
+            time.sleep(0.5)
+            sys.exit(3)
+        time.sleep(60)
+        """)
+    t0 = time.monotonic()
+    assert launch([sys.executable, "-c", script], 2, timeout=50) == 3
+    assert time.monotonic() - t0 < 20
+    sleeper = int((tmp_path / "0").read_text())
+    with pytest.raises(ProcessLookupError):  # stopped and reaped
+        os.kill(sleeper, 0)
+    # a hung process is stopped at the timeout (status 124)
+    t0 = time.monotonic()
+    assert launch([sys.executable, "-c", "import time; time.sleep(60)"], 2, timeout=1.0) == 124
+    assert time.monotonic() - t0 < 15
+
+
+def test_launch_cli_rejects_bad_values(capsys):
+    from grpojax.cli import main
+
+    assert main(["launch", "-n", "0", "--", "true"]) == 2
+    assert "--num-processes must be >= 1, got 0" in capsys.readouterr().err
+    assert main(["launch", "-n", "2"]) == 2
+    assert "no command given" in capsys.readouterr().err
+    assert main(["launch", "-n", "1", "--", "false"]) == 1
+
+
+# ---------------------------------------------------------------- 2 processes == 1 process
+
+_SWEEP = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from grpojax.sweep import initialize_distributed, make_grid, run_sweep
+    initialize_distributed("auto")            # before any JAX computation
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    g = make_grid(eta=[0.05, 0.2, 0.4], k_ref=[1, 3], mu=0.5, group_size=[8, 30], beta=0.5, p_init=0.4)
+    r = run_sweep(g, 48, key=jax.random.key(7), chunk_size=5, return_traces=True)
+    arrays = {"col_" + k: v for k, v in r.columns.items()}
+    np.savez(f"{sys.argv[1]}-{jax.process_index()}.npz", traces=r.traces, devices=jax.device_count(),
+             processes=jax.process_count(), local=jax.local_device_count(), **arrays)
+    """)
+
+
+@pytest.mark.slow
+def test_two_processes_equal_one_process_bit_for_bit(tmp_path):
+    """A sweep split over 2 processes × 1 CPU device gives every result array of the 1-process sweep.
+
+    About 30 s on 2 CPU cores (three compilations of the sampled sweep), hence ``slow``."""
+    script = tmp_path / "sweep.py"
+    script.write_text(_SWEEP)
+    one = _run([sys.executable, str(script), str(tmp_path / "one")], 300, env=_clean_env(), cwd=REPO)
+    assert one.returncode == 0, one.stdout[-3000:]
+    two = _run([*GRPOJAX, "launch", "-n", "2", "--timeout", "280", "--", sys.executable, str(script),
+                str(tmp_path / "two")], 300, env=_clean_env(), cwd=REPO)
+    assert two.returncode == 0, two.stdout[-3000:]
+    ref = np.load(tmp_path / "one-0.npz")
+    assert int(ref["processes"]) == 1 and int(ref["devices"]) == 1
+    for pid in (0, 1):  # every process holds the whole result
+        got = np.load(tmp_path / f"two-{pid}.npz")
+        assert int(got["processes"]) == 2 and int(got["devices"]) == 2 and int(got["local"]) == 1
+        assert sorted(got.files) == sorted(ref.files)
+        cols = [f for f in ref.files if f.startswith("col_")]
+        assert {"col_regime", "col_late_mean", "col_growth_rate", "col_eta"} <= set(cols)
+        for name in ["traces", *cols]:
+            assert got[name].dtype == ref[name].dtype, name
+            np.testing.assert_array_equal(got[name], ref[name], err_msg=name)
+    # the sweep is not trivially constant: the rows end in different places
+    assert len(np.unique(ref["traces"][:, -1])) > len(ref["traces"]) // 2
+
+
+@pytest.mark.slow
+def test_cli_sweep_two_processes_writes_once_and_equals_one(tmp_path):
+    """``grpojax launch -n 2 -- grpojax sweep`` writes one sweep.json whose rows equal the 1-process run."""
+    args = ["sweep", "--preset", "group-size", "--size", "2", "--steps", "24", "--chunk-size", "3"]
+    one = _run([*GRPOJAX, *args, "--out", str(tmp_path / "one")], 300, env=_clean_env(), cwd=REPO)
+    assert one.returncode == 0, one.stdout[-3000:]
+    two = _run([*GRPOJAX, "launch", "-n", "2", "--timeout", "280", "--", "grpojax", *args, "--out",
+                str(tmp_path / "two")], 300, env=_clean_env(), cwd=REPO)
+    assert two.returncode == 0, two.stdout[-3000:]
+    assert two.stdout.count("configurations in") == 1  # process 0 alone reports and writes
+    a = json.loads((tmp_path / "one" / "sweep.json").read_text())
+    b = json.loads((tmp_path / "two" / "sweep.json").read_text())
+    assert b["meta"]["processes"] == 2 and b["meta"]["devices"] == 2
+    assert a["rows"] == b["rows"]
+    assert (tmp_path / "two" / "phase_diagram.png").is_file()
