@@ -126,6 +126,41 @@ def test_launch_cli_rejects_bad_values(capsys):
 
 # ---------------------------------------------------------------- 2 processes == 1 process
 
+_GLUE = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from grpojax.sweep import initialize_distributed, is_primary
+    initialize_distributed("auto")
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    from jax.sharding import NamedSharding, PartitionSpec
+    from grpojax.sweep._engine import _mesh, _place, _to_host
+    host = np.arange(10.0) ** 1.5
+    x = _place(host, NamedSharding(_mesh(), PartitionSpec("configs")))
+    y = _to_host(jax.jit(lambda a: a * a + 1.0)(x))
+    own = [np.asarray(s.data).tolist() for s in x.addressable_shards]
+    json.dump(dict(primary=is_primary(), processes=jax.process_count(), addressable=x.is_fully_addressable,
+                   own=own, gathered=y.tolist()), open(f"{sys.argv[1]}-{jax.process_index()}.json", "w"))
+    """)
+
+
+def test_two_processes_place_own_rows_and_gather_all(tmp_path):
+    """The engine's glue across 2 real processes: each holds only its half of a chunk, each gets all results."""
+    script = tmp_path / "glue.py"
+    script.write_text(_GLUE)
+    two = _run([*GRPOJAX, "launch", "-n", "2", "--timeout", "100", "--", sys.executable, str(script),
+                str(tmp_path / "g")], 120, env=_clean_env(), cwd=REPO)
+    assert two.returncode == 0, two.stdout[-3000:]
+    host = np.arange(10.0) ** 1.5
+    got = [json.loads((tmp_path / f"g-{pid}.json").read_text()) for pid in (0, 1)]
+    assert [g["primary"] for g in got] == [True, False]
+    assert all(g["processes"] == 2 and not g["addressable"] for g in got)
+    halves = sorted((g["own"][0] for g in got), key=lambda h: h[0])
+    np.testing.assert_array_equal(np.concatenate(halves), host)  # the two processes hold disjoint halves
+    assert all(len(g["own"]) == 1 and len(g["own"][0]) == 5 for g in got)
+    for g in got:
+        np.testing.assert_array_equal(g["gathered"], host * host + 1.0)
+
 _SWEEP = textwrap.dedent("""
     import sys
     import numpy as np
