@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 import grpojax.grpo._trainer as trainer_mod
-from grpojax.grpo import GRPOTrainer, NonFiniteLossError, Scored, TrainConfig, apply_overrides, read_jsonl_metrics
+from grpojax.grpo import (
+    CheckpointStore,
+    GRPOTrainer,
+    NonFiniteLossError,
+    Scored,
+    TrainConfig,
+    apply_overrides,
+    read_jsonl_metrics,
+)
 
 TINY = [
     "steps=4", "tokenizer.kind=word", "data.difficulty=1", "data.n_train=400", "data.max_prompt_len=24",
@@ -156,3 +164,73 @@ def test_bf16_compute_keeps_float32_master_weights(tmp_path, monkeypatch):
     # the forward pass really runs in bf16 (activations from the float32 weights)
     model = trainer_mod.nnx.merge(tr.graphdef, tr.params, tr.rest)
     assert model.embed_tokens(jax.numpy.zeros((1, 4), jax.numpy.int32)).dtype == jax.numpy.bfloat16
+
+
+def _same_metrics(got, want):
+    assert [r["step"] for r in got] == [r["step"] for r in want]
+    for rg, rw in zip(got, want):
+        assert rg.keys() == rw.keys()
+        for k in rw:
+            np.testing.assert_allclose(rg[k], rw[k], rtol=1e-6, atol=1e-7, err_msg=f"step {rw['step']} {k}")
+
+
+def test_hook_stops_the_run_with_a_checkpoint_and_a_resumable_summary(runs, tmp_path, monkeypatch):
+    base, full, _ = runs
+    monkeypatch.setattr(trainer_mod, "score_completions", _length_parity_score)
+    seen = []
+
+    def stop_at_2(step, metrics):
+        seen.append((step, metrics))
+        metrics["loss"] = -1.0  # a hook gets a copy: this must not reach the log
+        return "enough at step 2" if step == 2 else None
+
+    cfg = tiny_config()
+    summary = GRPOTrainer(cfg, tmp_path).train(show_progress=False, hooks=[stop_at_2])
+    assert summary["stopped_by_hook"] == "enough at step 2"
+    assert summary["status"] == "stopped" and summary["last_step"] == 2
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk["stopped_by_hook"] == "enough at step 2" and on_disk["last_step"] == 2
+    store = CheckpointStore(tmp_path / "checkpoints")
+    assert store.latest_step() == 2 and store.is_valid(2)
+    assert store._record(2)["meta"]["phase"] == "stopped_by_hook"
+    store.close()
+    logged = read_jsonl_metrics(tmp_path / "metrics.jsonl")
+    # the hook saw every record as written (step 0's evaluation included), then the run stopped
+    assert [s for s, _ in seen] == [r["step"] for r in logged] == [0, 1, 2]
+    for (_, m), r in zip(seen, logged):
+        assert {k: v for k, v in m.items() if k != "loss"} == {k: v for k, v in r.items() if k not in ("step", "loss")}
+    assert all(r.get("loss", 0.0) != -1.0 for r in logged)
+    # the steps before the stop are those of the uninterrupted run, and a resume finishes it identically
+    want = _metrics(base / "full" / "metrics.jsonl")
+    _same_metrics(_metrics(tmp_path / "metrics.jsonl"), want[:3])
+    resumed = GRPOTrainer(cfg, tmp_path).train(show_progress=False)
+    assert resumed["resumed_from"] == 2 and resumed["status"] == "done" and "stopped_by_hook" not in resumed
+    _same_metrics(_metrics(tmp_path / "metrics.jsonl"), want)
+
+
+def test_monitor_hook_in_the_trainer_leaves_the_metrics_unchanged(runs, tmp_path, monkeypatch):
+    from grpojax.monitor import MonitorConfig, MonitorHook
+
+    base, full, _ = runs
+    monkeypatch.setattr(trainer_mod, "score_completions", _length_parity_score)
+    hook = MonitorHook(config=MonitorConfig(every=1), max_overhead=1)  # no stop rule enabled
+    summary = trainer_mod.train(tiny_config(), tmp_path, show_progress=False, hooks=(hook,))
+    assert summary["status"] == "done" and summary["last_step"] == 4 and "stopped_by_hook" not in summary
+    assert hook.stop_reason is None and hook.refreshes >= 1 and hook.report.step == 3
+    _same_metrics(_metrics(tmp_path / "metrics.jsonl"), _metrics(base / "full" / "metrics.jsonl"))
+    # the hook's own copy of the run is the log's reward curve
+    logged = read_jsonl_metrics(tmp_path / "metrics.jsonl")
+    steps, vals = hook.run_log().series("reward_mean")
+    assert list(steps) == [r["step"] for r in logged if "reward_mean" in r] == [1, 3]
+    np.testing.assert_array_equal(vals, [r["reward_mean"] for r in logged if "reward_mean" in r])
+
+
+def test_bad_hooks_are_rejected(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match=r"hooks holds 3, which is not callable"):
+        trainer_mod.train(tiny_config(), tmp_path / "a", hooks=[3])
+    with pytest.raises(ValueError, match=r"hooks=<function .*expected a sequence of callables"):
+        trainer_mod.train(tiny_config(), tmp_path / "a", hooks=lambda s, m: None)
+    monkeypatch.setattr(trainer_mod, "score_completions", _length_parity_score)
+    cfg = tiny_config("steps=1", "warmstart.steps=0", "eval.n=0", "grpo.k_ref=1")
+    with pytest.raises(ValueError, match=r"returned 1 at step 0; expected a non-empty stop reason"):
+        GRPOTrainer(cfg, tmp_path / "b").train(show_progress=False, hooks=[lambda s, m: 1])

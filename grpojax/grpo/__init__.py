@@ -37,7 +37,7 @@ from ._train_config import (
     save_config,
     shipped_configs,
 )
-from ._trainer import GRPOTrainer, NonFiniteLossError, train
+from ._trainer import GRPOTrainer, NonFiniteLossError, StepHook, train
 
 __all__ = [
     "ADVANTAGE_MODES",
@@ -56,6 +56,7 @@ __all__ = [
     "RunFolderError",
     "RunLock",
     "Scored",
+    "StepHook",
     "TrainConfig",
     "aggregate",
     "answers_equal",

@@ -28,6 +28,7 @@ import os
 import pathlib
 import sys
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -65,7 +66,10 @@ from grpojax.lm import (
     word_tokenizer,
 )
 
-__all__ = ["GRPOTrainer", "NonFiniteLossError", "train"]
+__all__ = ["GRPOTrainer", "NonFiniteLossError", "StepHook", "train"]
+
+StepHook = Callable[[int, dict], "str | None"]
+"""A step hook: ``hook(step, record) -> stop reason or None``, called with each log record the trainer writes."""
 
 # jitted functions shared by trainers of the same model/optimiser/mesh (a resumed run, tests)
 _COMPILED: dict = {}
@@ -88,6 +92,31 @@ def _warn(message: str) -> None:
     """Default warning sink of :meth:`GRPOTrainer.train`: one line on stderr."""
     sys.stderr.write(f"grpojax: warning: {message}\n")
     sys.stderr.flush()
+
+
+def _check_hooks(hooks) -> tuple:
+    if callable(hooks) or isinstance(hooks, (str, bytes)):
+        raise ValueError(f"hooks={hooks!r}; expected a sequence of callables hook(step, metrics)")
+    hooks = tuple(hooks)
+    bad = [h for h in hooks if not callable(h)]
+    if bad:
+        raise ValueError(f"hooks holds {bad[0]!r}, which is not callable; expected callables hook(step, metrics)")
+    return hooks
+
+
+def _run_hooks(hooks: tuple, step: int, rec: dict) -> str | None:
+    """Every hook sees ``(step, copy of rec)``; the first stop reason (in hook order) is returned."""
+    reason = None
+    for hook in hooks:
+        r = hook(step, dict(rec))
+        if r is None:
+            continue
+        if not isinstance(r, str) or not r.strip():
+            raise ValueError(f"hook {hook!r} returned {r!r} at step {step}; expected a non-empty stop reason "
+                             f"(str) or None")
+        if reason is None:
+            reason = r.strip()
+    return reason
 
 
 def _dtype(name: str):
@@ -397,7 +426,8 @@ class GRPOTrainer:
         return jsonl_header(c.name, source="grpojax.grpo.train", meta=meta)
 
     def train(self, *, resume: bool = True, overwrite: bool = False, allow_config_change: bool = False,
-              stop_after: int | None = None, show_progress: bool = True, warn=None) -> dict:
+              stop_after: int | None = None, show_progress: bool = True, warn=None,
+              hooks: Sequence[StepHook] = ()) -> dict:
         """Run (or resume) the whole run; write ``summary.json`` and return the summary dict.
 
         The run folder is locked for the whole call. A folder holding a run with the same config is
@@ -412,19 +442,29 @@ class GRPOTrainer:
           stop_after: stop (with a checkpoint) after this optimiser step, as if killed there.
           show_progress: show a rich progress bar.
           warn: called with each warning (default: one line on stderr).
+          hooks: callables ``hook(step, metrics) -> stop reason or None`` (e.g. a
+            :class:`grpojax.monitor.MonitorHook`), each called with a copy of every log record right after
+            it is written to ``metrics.jsonl`` (step 0, the warm start's evaluation, included). When one
+            returns a reason, the run saves a checkpoint at that step and stops: ``summary.json`` gets
+            ``status: stopped`` and ``stopped_by_hook: <reason>`` (a later call resumes from there). An
+            exception raised by a hook ends the run like any crash (resumable from the last checkpoint).
 
         Raises:
+          ValueError: ``hooks`` is not a sequence of callables, or a hook returned something other than a
+            non-empty string or None.
           RunFolderError: the folder is in use by another process or holds a run that may not be used as asked.
           CheckpointError: every checkpoint of the run is corrupt, or they belong to a different model.
           NonFiniteLossError: the loss went NaN/inf (the last good state is checkpointed).
         """
         warn = _warn if warn is None else warn
+        hooks = _check_hooks(hooks)
         with RunLock(self.out):
             plan = plan_run(self.out, config_to_dict(self.cfg), resume=resume, overwrite=overwrite,
                             allow_config_change=allow_config_change)
             if plan.clear:
                 clear_run(self.out)
-            return self._train_locked(plan, stop_after=stop_after, show_progress=show_progress, warn=warn)
+            return self._train_locked(plan, stop_after=stop_after, show_progress=show_progress, warn=warn,
+                                      hooks=hooks)
 
     def _write_config(self) -> None:
         """``config.yaml`` (atomically), unless it already holds this config (then it is left as it is)."""
@@ -468,7 +508,7 @@ class GRPOTrainer:
         return {"sft_loss_first": recs[0]["sft_loss"], "sft_loss_last": recs[-1]["sft_loss"],
                 "truncated_targets": int(recs[-1].get("truncated_targets", 0))}
 
-    def _train_locked(self, plan: RunPlan, *, stop_after, show_progress, warn) -> dict:
+    def _train_locked(self, plan: RunPlan, *, stop_after, show_progress, warn, hooks: tuple = ()) -> dict:
         cfg = self.cfg
         log_path = self.out / "metrics.jsonl"
         old = {} if plan.fresh else self._old_summary(warn)
@@ -502,7 +542,8 @@ class GRPOTrainer:
         summary: dict[str, Any] = {"warmstart": {}}
         if resumed:
             summary = {k: v for k, v in old.items()
-                       if k not in ("last_step", "status", "nonfinite_step", "last_good_checkpoint")}
+                       if k not in ("last_step", "status", "nonfinite_step", "last_good_checkpoint",
+                                    "stopped_by_hook")}
             # the log (cut back to the checkpoint) is the record of what happened, also for a killed run
             summary["evals"] = [[r["step"], r["eval_reward"]] for r in read_jsonl_metrics(log_path)
                                 if "eval_reward" in r]
@@ -522,6 +563,7 @@ class GRPOTrainer:
         end = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
         bar = make_progress(Console(stderr=True)) if show_progress else None
         last = start
+        stop_reason = None
         try:
             if bar is not None:
                 bar.start()
@@ -531,11 +573,14 @@ class GRPOTrainer:
                 logger.write(0, rec)
                 if rec:
                     evals.append((0, rec["eval_reward"]))
+                stop_reason = _run_hooks(hooks, 0, rec)
                 write_json(self.out, "summary.json", dict(summary, last_step=0, status="running"))
                 if cfg.checkpoint.at_start:
                     store.save(0, self.state(), {"phase": "post_warmstart"})
             task = bar.add_task("GRPO", total=cfg.steps, completed=start) if bar else None
             for step in range(start + 1, end + 1):
+                if stop_reason is not None:
+                    break
                 t0 = time.perf_counter()
                 rec: dict[str, Any] = {}
                 cycle = (step - 1) % K
@@ -573,27 +618,36 @@ class GRPOTrainer:
                 rec["timing_s/step"] = time.perf_counter() - t0
                 logger.write(step, rec)
                 last = step
+                stop_reason = _run_hooks(hooks, step, rec)
+                if stop_reason is not None:  # the checkpoint at this step is saved below
+                    if task is not None:
+                        bar.update(task, completed=step)
+                    break
                 if cfg.checkpoint.every and step % cfg.checkpoint.every == 0 and step != end:
                     store.save(step, self.state(), {"phase": "grpo"})
                 if task is not None:
                     bar.update(task, completed=step,
                                description=f"GRPO reward={rec.get('reward_mean', math.nan):.2f}")
             if last > start or not store.is_valid(last):
-                store.save(last, self.state(), {"phase": "grpo" if last < cfg.steps else "done"})
+                phase = "stopped_by_hook" if stop_reason is not None else "grpo" if last < cfg.steps else "done"
+                store.save(last, self.state(), {"phase": phase})
         finally:
             if bar is not None:
                 bar.stop()
             logger.close()
             store.close()
         summary.update({"last_step": last, "status": "done" if last >= cfg.steps else "stopped"})
+        if stop_reason is not None:
+            summary["stopped_by_hook"] = stop_reason
         write_json(self.out, "summary.json", summary)
         return summary
 
 
 def train(cfg: TrainConfig, out_dir: str | pathlib.Path, *, resume: bool = True, overwrite: bool = False,
           allow_config_change: bool = False, stop_after: int | None = None, show_progress: bool = True,
-          devices=None, warn=None) -> dict:
-    """Build a :class:`GRPOTrainer` and run it (see :meth:`GRPOTrainer.train`)."""
+          devices=None, warn=None, hooks: Sequence[StepHook] = ()) -> dict:
+    """Build a :class:`GRPOTrainer` and run it (see :meth:`GRPOTrainer.train`; ``hooks`` can stop it early)."""
+    hooks = _check_hooks(hooks)
     trainer = GRPOTrainer(cfg, out_dir, devices=devices)
     return trainer.train(resume=resume, overwrite=overwrite, allow_config_change=allow_config_change,
-                         stop_after=stop_after, show_progress=show_progress, warn=warn)
+                         stop_after=stop_after, show_progress=show_progress, warn=warn, hooks=hooks)
