@@ -267,7 +267,11 @@ def trl_callback(hook: MonitorHook | None = None, **kwargs):
             if logs is None:
                 return control
             reason = self.hook(int(state.global_step), logs)
-            logs.update(self.hook.log_entries())
+            entries = self.hook.log_entries()
+            logs.update(entries)  # what the reporting callbacks (console, TensorBoard, W&B) see
+            # Trainer.log appended a copy of this record to the history before calling back: add them there too
+            if state.log_history and state.log_history[-1].get("step") == state.global_step:
+                state.log_history[-1].update(entries)
             if reason is not None and not control.should_training_stop:
                 control.should_training_stop = True
                 state.log_history.append({"monitor/stop_reason": reason, "step": int(state.global_step)})
