@@ -100,7 +100,12 @@ def initialize_distributed(mode: str = "auto", *, timeout_s: int = 300) -> int:
         return 1
     try:
         if env is None:
-            jax.distributed.initialize(initialization_timeout=int(timeout_s))  # TPU pod, SLURM, Open MPI
+            try:
+                jax.distributed.initialize(initialization_timeout=int(timeout_s))  # TPU pod, SLURM, Open MPI
+            except ValueError as exc:
+                raise ValueError(f"no multi-process job found ({exc}); set {ENV_COORDINATOR}, "
+                                 f"{ENV_NUM_PROCESSES} and {ENV_PROCESS_ID}, or run inside a TPU pod slice, "
+                                 "SLURM or Open MPI job") from None
         else:
             addr, n, pid = env
             jax.distributed.initialize(addr, n, pid, initialization_timeout=int(timeout_s))

@@ -114,6 +114,13 @@ def test_launch_forwards_a_failure_and_stops_the_others(tmp_path):
     assert time.monotonic() - t0 < 15
 
 
+def test_distributed_on_outside_a_cluster_says_what_is_missing(tmp_path):
+    script = "from grpojax.sweep import initialize_distributed; initialize_distributed('on')"
+    env = {k: v for k, v in _clean_env().items() if not k.startswith(("SLURM_", "OMPI_", "TPU_"))}
+    res = _run([sys.executable, "-c", script], 60, env=env, cwd=REPO)
+    assert res.returncode != 0 and "no multi-process job found" in res.stdout and ENV_COORDINATOR in res.stdout
+
+
 def test_launch_cli_rejects_bad_values(capsys):
     from grpojax.cli import main
 

@@ -90,7 +90,8 @@ def run(args) -> int:
     agree = float(np.mean((c["regime_exact"] == "unstable") == np.isin(c["regime"], ["limit_cycle", "collapsed",
                                                                                         "diverged"])))
     procs = f" in {res.meta['processes']} processes" if res.meta["processes"] > 1 else ""
-    console.print(f"{len(res)} configurations in {res.meta['seconds']:.1f} s on {res.meta['devices']} device(s){procs}; "
+    console.print(f"{len(res)} configurations in {res.meta['seconds']:.1f} s on {res.meta['devices']} "
+                  f"device(s){procs}; "
                   f"measured regimes {counts}; stable/unstable agrees with the exact prediction on "
                   f"{100 * agree:.0f}% -> {out}")
     return 0
