@@ -299,3 +299,21 @@ def test_lm_and_grpo_export_all(name):
     assert sorted(mod.__all__) == sorted(set(mod.__all__))
     missing = [n for n in mod.__all__ if not hasattr(mod, n)]
     assert not missing, missing
+
+
+def test_importing_grpojax_starts_no_jax_backend():
+    """Importing any grpojax module must not run a JAX computation: a multi-process program has to call
+    ``jax.distributed.initialize`` before the first one."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, pkgutil, grpojax\n"
+        "for m in pkgutil.walk_packages(grpojax.__path__, 'grpojax.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "from jax._src import xla_bridge\n"
+        "assert not xla_bridge.backends_are_initialized(), 'a JAX backend was started at import time'\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"})
+    assert res.returncode == 0, res.stderr[-2000:]

@@ -23,6 +23,8 @@ span, e-fold range ×/÷ 4.5); ``ζ ~ U(−0.5, 5)`` (covers unstable, underdamp
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
@@ -31,7 +33,7 @@ from grpojax.dynamics import OscillatorParams, ThreePhase, from_hyperparams
 from grpojax.fit._kalman import kalman_loglik, oscillator_transitions
 
 ZETA_RANGE = (-0.5, 5.0)
-LOG_OMEGA_PRIOR = (float(jnp.log(8.0)), 1.5)
+LOG_OMEGA_PRIOR = (math.log(8.0), 1.5)  # plain Python: importing grpojax.fit must not start JAX
 LEVEL_SD = 3.0
 SIGMA_SCALE = 1.0
 PROC_SCALE = 0.3
