@@ -48,3 +48,30 @@ def test_train_cli_user_errors(tmp_path, capsys):
     assert "group_size=1" in err()
     assert main(["train", "--config", "tiny-arith", "--out", str(tmp_path / "o"), "--set", "grpo.kref=3"]) == 2
     assert "unknown key 'kref'" in err()
+
+
+def test_train_cli_refuses_a_tokenizer_that_does_not_fit_the_model(tmp_path, capsys):
+    """A tokenizer with more ids than the checkpoint's vocabulary, and a char tokenizer with a pretrained
+    checkpoint: exit 2 with one line naming both sizes."""
+    import tokenizers
+
+    from test_grpo_trainer import FIXTURE_LM, chat_checkpoint, pretrained_config
+
+    def err():
+        return capsys.readouterr().err.strip()
+
+    folder = chat_checkpoint(tmp_path)
+    tok = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok.add_tokens([f"<extra_{i}>" for i in range(100)])  # 300 + 100 ids > vocab_size 320
+    big = tmp_path / "big" / "tokenizer.json"
+    big.parent.mkdir()
+    tok.save(str(big))
+    cfg = save_config(pretrained_config(folder, f"tokenizer.path={big}"), tmp_path / "big.yaml")
+    assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "o1"), "--quiet"]) == 2
+    msg = err()
+    assert len(msg.splitlines()) == 1
+    assert "tokenizer has 400 tokens (largest id 399) but the model's vocab_size=320" in msg
+    cfg = save_config(pretrained_config(FIXTURE_LM / "qwen2", "tokenizer.kind=char"), tmp_path / "char.yaml")
+    assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "o2"), "--quiet"]) == 2
+    msg = err()
+    assert len(msg.splitlines()) == 1 and "char-level tokenizer" in msg and "vocab_size=320" in msg

@@ -37,7 +37,7 @@ def _metrics(path):
     return [{k: v for k, v in r.items() if not k.startswith(drop)} for r in read_jsonl_metrics(path)]
 
 
-def _length_parity_score(completions, answers, weights):
+def _length_parity_score(completions, answers, weights, options=None):
     """Test double for the reward: an untrained tiny model never answers correctly, which would make
     every advantage 0; reward the parity of the completion length instead (mixed groups)."""
     r = np.array([len(c) % 2 for c in completions], np.float32)
@@ -234,3 +234,112 @@ def test_bad_hooks_are_rejected(tmp_path, monkeypatch):
     cfg = tiny_config("steps=1", "warmstart.steps=0", "eval.n=0", "grpo.k_ref=1")
     with pytest.raises(ValueError, match=r"returned 1 at step 0; expected a non-empty stop reason"):
         GRPOTrainer(cfg, tmp_path / "b").train(show_progress=False, hooks=[lambda s, m: 1])
+
+
+# ---------------------------------------------------------------- a checkpoint's tokenizer, chat template
+FIXTURE_LM = __import__("pathlib").Path(__file__).parent / "fixtures" / "lm"
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def chat_checkpoint(tmp_path, *, template=CHATML):
+    """The tiny Qwen2 fixture, its EOS only in generation_config.json (ids 2 and 1) and our own chat template."""
+    import shutil
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(FIXTURE_LM / "qwen2", folder)
+    tc = json.loads((folder / "tokenizer_config.json").read_text())
+    tc.pop("eos_token", None)
+    tc.pop("chat_template", None)
+    if template is not None:
+        tc["chat_template"] = template
+    (folder / "tokenizer_config.json").write_text(json.dumps(tc))
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 1], "pad_token_id": 0}))
+    return folder
+
+
+def pretrained_config(folder, *extra: str) -> TrainConfig:
+    return apply_overrides(TrainConfig(), [
+        f"model.pretrained={folder}", "steps=1", "data.difficulty=1", "data.n_train=50", "data.max_prompt_len=128",
+        "sampling.max_new_tokens=6", "grpo.prompts_per_step=2", "grpo.group_size=2", "grpo.k_ref=1",
+        "warmstart.steps=0", "eval.n=0", "data.prompt_template='{question}'", *extra,
+    ])
+
+
+def test_eos_and_stop_ids_come_from_generation_config(tmp_path, monkeypatch):
+    from grpojax.lm import codec_from_tokenizer
+
+    folder = chat_checkpoint(tmp_path)
+    tr = GRPOTrainer(pretrained_config(folder), tmp_path / "run")
+    # the old name-list rule would have taken <|endoftext|> (id 0), which this checkpoint uses as padding
+    assert codec_from_tokenizer(tr.codec.tokenizer).eos_id == 0
+    assert tr.codec.tokenizer.id_to_token(tr.codec.eos_id) == "<|im_end|>"
+    assert (tr.codec.eos_id, tr.codec.stop_ids, tr.codec.pad_id) == (2, (2, 1), 0)
+    assert tr.tokenizer_kind == "file"
+    seen = []
+    real = trainer_mod.generate
+
+    def spy(*a, **kw):
+        seen.append((kw["eos_id"], kw["pad_id"]))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(trainer_mod, "generate", spy)
+    rec = tr.rollout(0)
+    assert seen == [((2, 1), 0)]
+    # a completion counts as ended when it holds any stop id (here: none is clipped iff every row stops)
+    comp, cmask = np.asarray(tr.batch.completion), np.asarray(tr.batch.completion_mask)
+    ended = [bool(np.isin(r[m], [1, 2]).any()) for r, m in zip(comp, cmask)]
+    assert rec["response_clip_frac"] == pytest.approx(1 - np.mean(ended))
+    # model.eos / model.pad override the files
+    tr2 = GRPOTrainer(pretrained_config(folder, "model.eos=<|endoftext|>", "model.pad=2"), tmp_path / "run2")
+    assert (tr2.codec.eos_id, tr2.codec.stop_ids, tr2.codec.pad_id) == (0, (0,), 2)
+
+
+def test_chat_template_builds_the_prompts(tmp_path):
+    from grpojax.grpo import chat_prompt_ids
+    from grpojax.lm import load_tokenizer
+
+    folder = chat_checkpoint(tmp_path)
+    cfg = pretrained_config(folder, "data.system_prompt='Answer after ####.'")
+    tr = GRPOTrainer(cfg, tmp_path / "run")
+    assert tr.chat  # default: on, since the tokenizer has a template
+    q = tr.train_set[0].question
+    want = chat_prompt_ids(q, load_tokenizer(folder), system_prompt="Answer after ####.", template="{question}")
+    assert tr._prompt_ids(q) == want
+    text = tr.codec.tokenizer.decode(want, skip_special_tokens=False)
+    assert text == f"<|im_start|>system\nAnswer after ####.<|im_end|>\n<|im_start|>user\n{q}<|im_end|>\n" \
+                   "<|im_start|>assistant\n"
+    toks, mask = tr._pad_prompts([tr.train_set[0]])
+    assert toks[0][mask[0]].tolist() == want and (toks[0][~mask[0]] == tr.codec.pad_id).all()
+    # off by config: the plain prompt text
+    plain = GRPOTrainer(pretrained_config(folder, "data.chat_template=false"), tmp_path / "plain")
+    assert plain._prompt_ids(q) == tr.codec.encode(q)
+    # asked for, but the checkpoint has none
+    bare = chat_checkpoint(tmp_path / "bare", template=None)
+    with pytest.raises(ValueError, match="data.chat_template=true but the tokenizer has no chat template"):
+        GRPOTrainer(pretrained_config(bare, "data.chat_template=true"), tmp_path / "bare-run")
+    assert not GRPOTrainer(pretrained_config(bare), tmp_path / "bare-run2").chat
+
+
+def test_reward_parse_options_reach_the_scorer(tmp_path, monkeypatch):
+    from grpojax.grpo import ParseOptions
+
+    seen = []
+
+    def spy(completions, answers, weights, options=None):
+        seen.append(options)
+        return _length_parity_score(completions, answers, weights)
+
+    monkeypatch.setattr(trainer_mod, "score_completions", spy)
+    cfg = tiny_config("warmstart.steps=0", "eval.n=0", "grpo.k_ref=1",
+                      "rewards.parse={formats: [hash], fallback_last_number: true}")
+    GRPOTrainer(cfg, tmp_path).rollout(0)
+    assert seen == [ParseOptions(formats=("hash",), fallback_last_number=True)]
+    with pytest.raises(ValueError, match=r"rewards.parse: unknown answer format\(s\) \['hashes'\]"):
+        tiny_config("rewards.parse={formats: [hashes]}")
+
+
+def test_char_tokenizer_with_a_pretrained_checkpoint_is_refused(tmp_path):
+    cfg = pretrained_config(FIXTURE_LM / "qwen2", "tokenizer.kind=char")
+    with pytest.raises(ValueError, match=r"a char-level tokenizer \(\d+ tokens\) cannot drive the pretrained"):
+        GRPOTrainer(cfg, tmp_path)

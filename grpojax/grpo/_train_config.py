@@ -51,15 +51,21 @@ class ModelSection:
     tie_word_embeddings: bool = True
     dtype: str = "float32"
     param_dtype: str = "float32"
+    # end-of-sequence / padding token (string or id); None: what the checkpoint's tokenizer files say
+    # (tokenizer_config.json, generation_config.json, config.json), see ``grpojax.lm.load_tokenizer``
+    eos: str | int | None = None
+    pad: str | int | None = None
 
 
 @dataclass
 class TokenizerSection:
-    """``char``: built-in character-level tokenizer; ``word``: word-level tokenizer built from the
+    """``auto``: the tokenizer of ``path`` or of the ``pretrained`` checkpoint when either is set, else
+    ``char``; ``char``: built-in character-level tokenizer; ``word``: word-level tokenizer built from the
     training data (digits stay single tokens); ``file``: load ``path`` (a ``tokenizer.json`` or a
-    Hugging Face folder, also used for ``pretrained`` models)."""
+    Hugging Face folder; default: the ``pretrained`` folder). A character- or word-level tokenizer is
+    refused for a pretrained checkpoint, and any tokenizer whose ids do not fit the model's vocabulary."""
 
-    kind: str = "char"
+    kind: str = "auto"
     path: str | None = None
 
 
@@ -73,15 +79,48 @@ class DataSection:
     heldout_frac: float = 0.1
     difficulty: int = 2
     n_train: int = 20000
-    prompt_template: str = "{question}\n"
+    prompt_template: str = "{question}\n"  # the prompt text, or the user turn with the chat template
     max_prompt_len: int = 96  # prompts are left-padded to this; longer ones are rejected
+    # render prompts with the tokenizer's chat template (system turn, user turn, assistant turn opened);
+    # None: when the tokenizer has one
+    chat_template: bool | None = None
+    system_prompt: str | None = None  # the chat's system turn (None: none, the template may add its own)
 
 
 @dataclass
 class RewardSection:
-    """Weights of the named reward functions (``grpojax.grpo.REWARD_FUNCTIONS``)."""
+    """Weights of the named reward functions (``grpojax.grpo.REWARD_FUNCTIONS``) and how answers are parsed:
+    ``parse`` holds :class:`grpojax.grpo.ParseOptions` fields (``formats``: a list of ``ANSWER_FORMATS``
+    names tried in order, ``fallback_last_number``: take the last number when none matches); empty: the
+    defaults."""
 
     weights: dict = field(default_factory=lambda: {"correctness": 1.0})
+    parse: dict = field(default_factory=dict)
+
+    def parse_options(self):
+        """The :class:`grpojax.grpo.ParseOptions` of ``parse``.
+
+        Raises:
+          ValueError: an unknown key or a bad value (the message names ``rewards.parse``).
+        """
+        from grpojax.grpo._rewards import ParseOptions
+
+        fields = ("formats", "fallback_last_number")
+        unknown = sorted(str(k) for k in self.parse if k not in fields)
+        if unknown:
+            raise ValueError(f"rewards.parse: unknown key(s) {unknown}; expected some of {list(fields)}")
+        kw = dict(self.parse)
+        if "formats" in kw:
+            f = kw["formats"]
+            if isinstance(f, str):
+                f = [f]
+            if not isinstance(f, (list, tuple)) or not all(isinstance(x, str) for x in f):
+                raise ValueError(f"rewards.parse.formats={kw['formats']!r}; expected a list of answer format names")
+            kw["formats"] = tuple(f)
+        try:
+            return ParseOptions(**kw)
+        except ValueError as exc:
+            raise ValueError(f"rewards.parse: {exc}") from None
 
 
 @dataclass
@@ -218,7 +257,8 @@ class TrainConfig:
             (d.max_prompt_len >= 1, f"data.max_prompt_len={d.max_prompt_len}; expected >= 1"),
             ("{question}" in d.prompt_template,
              f"data.prompt_template={d.prompt_template!r}; expected a template with a {{question}} field"),
-            (self.tokenizer.kind in ("char", "word", "file"), f"tokenizer.kind={self.tokenizer.kind!r}; expected char|word|file"),
+            (self.tokenizer.kind in ("auto", "char", "word", "file"),
+             f"tokenizer.kind={self.tokenizer.kind!r}; expected auto|char|word|file"),
             (s.max_new_tokens >= 1, f"sampling.max_new_tokens={s.max_new_tokens}; expected >= 1"),
             (s.temperature > 0, f"sampling.temperature={s.temperature}; expected > 0"),
             (0 < s.top_p <= 1, f"sampling.top_p={s.top_p}; expected 0 < top_p <= 1"),
@@ -261,6 +301,11 @@ class TrainConfig:
         for k, v in self.rewards.weights.items():
             if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ValueError(f"rewards.weights.{k}={v!r}; expected a finite number")
+        self.rewards.parse_options()
+        for name in ("eos", "pad"):
+            v = getattr(m, name)
+            if isinstance(v, int) and v < 0 or isinstance(v, str) and not v:
+                raise ValueError(f"model.{name}={v!r}; expected a token string or a non-negative id")
         return self
 
 
@@ -309,6 +354,10 @@ def _coerce(f: dataclasses.Field, v: Any, where: str) -> Any:
     if base == "str":
         if isinstance(v, str):
             return v
+        if isinstance(v, int) and not isinstance(v, bool) and "int" in str(f.type).split(" | "):
+            return v  # ``str | int``: a token string or id
+        if "int" in str(f.type).split(" | "):
+            raise ValueError(f"{where}={v!r}; expected a string or an integer")
         raise ValueError(f"{where}={v!r}; expected a string")
     if base == "dict":
         if isinstance(v, dict):

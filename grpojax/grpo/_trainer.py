@@ -44,7 +44,7 @@ from grpojax._progress import progress as make_progress
 from grpojax.grpo._advantages import group_advantages
 from grpojax.grpo._arith import arith_problems
 from grpojax.grpo._checkpoint import CheckpointStore
-from grpojax.grpo._data import Problem, format_prompt, load_jsonl, sample_batch, split_heldout
+from grpojax.grpo._data import Problem, chat_prompt_ids, format_prompt, load_jsonl, sample_batch, split_heldout
 from grpojax.grpo._logging import read_jsonl_metrics
 from grpojax.grpo._optim import build_optimizer
 from grpojax.grpo._rewards import score_completions
@@ -56,11 +56,15 @@ from grpojax.lm import (
     CausalLM,
     ModelConfig,
     TextCodec,
+    Tokenizer,
     batch_sharding,
     char_tokenizer,
+    check_vocab_fits,
     codec_from_tokenizer,
     generate,
+    infer_tokenizer_kind,
     load_pretrained,
+    load_tokenizer,
     make_mesh,
     param_shardings,
     word_tokenizer,
@@ -140,12 +144,16 @@ class GRPOTrainer:
         self.out = check_run_folder(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.mesh = make_mesh(model=cfg.mesh.model_axis, devices=devices)
-        self.codec = self._build_codec()
+        self.parse_options = cfg.rewards.parse_options()
+        self.tokenizer_kind, self.tokenizer = self._build_tokenizer()
+        self.codec = self.tokenizer.codec()
+        self.chat = self._use_chat()
         self.train_set, self.eval_set = self._build_data()
         self._prompt_cache: dict[str, list[int]] = {}
         self._check_prompts(self.eval_set[: cfg.eval.n], "eval set")
         model = self._build_model()
         self.model_config = model.config
+        check_vocab_fits(self.codec, model.config, pretrained=bool(cfg.model.pretrained), kind=self.tokenizer_kind)
         self.graphdef, params, self.rest = nnx.split(model, nnx.Param, ...)
         self.param_sh = param_shardings(params, self.mesh)
         self.params = jax.device_put(params, self.param_sh)
@@ -165,27 +173,42 @@ class GRPOTrainer:
         self.ref_params = jax.tree.map(jnp.copy, self.params) if self._use_ref else None
         self.batch = self._empty_batch()
         self._gen_kwargs = {"pad_id": self.codec.pad_id, "buckets": (cfg.data.max_prompt_len,)}
+        self.stop_ids = self.codec.stop_ids
         self.key = jax.random.key(cfg.seed)
 
     # ------------------------------------------------------------------ building
-    def _build_codec(self) -> TextCodec:
-        t = self.cfg.tokenizer
-        if t.kind == "char":
-            return codec_from_tokenizer(char_tokenizer())
-        if t.kind == "word":
-            if self.cfg.data.source == "arith":
+    def _build_tokenizer(self) -> tuple[str, Tokenizer]:
+        """``(kind, tokenizer)``: ``tokenizer.kind`` resolved (``auto``: the file's own kind) and the tokenizer,
+        its EOS / padding from ``model.eos`` / ``model.pad`` or else from the checkpoint's files."""
+        t, m = self.cfg.tokenizer, self.cfg.model
+        kind = t.kind
+        if kind == "auto":
+            kind = "file" if (t.path or m.pretrained) else "char"
+        if kind in ("char", "word"):
+            if kind == "char":
+                backend = char_tokenizer()
+            elif self.cfg.data.source == "arith":
                 corpus = [p.question + "\n" + p.solution for d in range(1, 6) for p in arith_problems(300, difficulty=d)]
+                backend = word_tokenizer(corpus)
             else:
-                corpus = [p.question + "\n" + p.solution for p in load_jsonl(self.cfg.data.path)]
-            return codec_from_tokenizer(word_tokenizer(corpus))
-        from tokenizers import Tokenizer
-
-        path = pathlib.Path(t.path or self.cfg.model.pretrained or "")
-        if path.is_dir():
-            path = path / "tokenizer.json"
-        if not path.is_file():
+                backend = word_tokenizer([p.question + "\n" + p.solution for p in load_jsonl(self.cfg.data.path)])
+            try:
+                return kind, Tokenizer.from_codec(codec_from_tokenizer(backend, eos=m.eos, pad=m.pad))
+            except ValueError as exc:
+                raise ValueError(f"model.eos={m.eos!r} / model.pad={m.pad!r}: {exc}") from None
+        path = pathlib.Path(t.path or m.pretrained or "")
+        if not (path / "tokenizer.json" if path.is_dir() else path).is_file():
             raise FileNotFoundError(f"tokenizer file {path} does not exist (tokenizer.path / model.pretrained)")
-        return codec_from_tokenizer(Tokenizer.from_file(str(path)))
+        tok = load_tokenizer(path, eos=m.eos, pad=m.pad)
+        return (infer_tokenizer_kind(tok.backend) if t.kind == "auto" else kind), tok
+
+    def _use_chat(self) -> bool:
+        d = self.cfg.data
+        has = self.tokenizer.chat_template is not None
+        if d.chat_template and not has:
+            raise ValueError("data.chat_template=true but the tokenizer has no chat template "
+                             "(tokenizer_config.json chat_template / chat_template.jinja); expected false")
+        return has if d.chat_template is None else d.chat_template
 
     def _build_data(self) -> tuple[list[Problem], list[Problem]]:
         d = self.cfg.data
@@ -247,7 +270,12 @@ class GRPOTrainer:
     def _prompt_ids(self, question: str) -> list[int]:
         ids = self._prompt_cache.get(question)
         if ids is None:
-            ids = self.codec.encode(format_prompt(question, self.cfg.data.prompt_template))
+            d = self.cfg.data
+            if self.chat:
+                ids = chat_prompt_ids(question, self.tokenizer, system_prompt=d.system_prompt,
+                                      template=d.prompt_template)
+            else:
+                ids = self.codec.encode(format_prompt(question, d.prompt_template))
             self._prompt_cache[question] = ids
         return ids
 
@@ -282,7 +310,7 @@ class GRPOTrainer:
         s = self.cfg.sampling
         out = generate(
             model, self._put(prompt), self._put(mask), key=key, max_new_tokens=s.max_new_tokens,
-            temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, greedy=greedy, eos_id=self.codec.eos_id,
+            temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, greedy=greedy, eos_id=self.stop_ids,
             **self._gen_kwargs,
         )
         return out.completion, out.logprobs, out.completion_mask
@@ -346,13 +374,13 @@ class GRPOTrainer:
         key = jax.random.fold_in(jax.random.fold_in(self.key, 2), step)
         comp, _, cm = self._sample(self.params, prompt, mask, key=key)
         scored = score_completions(self._texts(np.asarray(comp), np.asarray(cm)), answers,
-                                   self.cfg.rewards.weights)
+                                   self.cfg.rewards.weights, options=self.parse_options)
         out = {"eval_reward": float(scored.correct.mean()), "eval_unparsed": scored.unparsed}
         if e.greedy:
             prompt1, mask1 = self._pad_prompts(probs)
             comp, _, cm = self._sample(self.params, prompt1, mask1, key=key, greedy=True)
             g = score_completions(self._texts(np.asarray(comp), np.asarray(cm)), [p.answer for p in probs],
-                                  self.cfg.rewards.weights)
+                                  self.cfg.rewards.weights, options=self.parse_options)
             out["eval_accuracy_greedy"] = float(g.correct.mean())
         out["timing_s/eval"] = time.perf_counter() - t0
         return out
@@ -369,7 +397,8 @@ class GRPOTrainer:
         comp_h, cmask_h = np.asarray(comp), np.asarray(cmask)
         t1 = time.perf_counter()
         answers = [p.answer for p in probs for _ in range(G)]
-        scored = score_completions(self._texts(comp_h, cmask_h), answers, self.cfg.rewards.weights)
+        scored = score_completions(self._texts(comp_h, cmask_h), answers, self.cfg.rewards.weights,
+                                   options=self.parse_options)
         rewards = scored.rewards.reshape(B, G)
         adv = np.asarray(group_advantages(jnp.asarray(rewards, jnp.float32), g.advantage, eps=g.adv_eps))
         t2 = time.perf_counter()
@@ -384,7 +413,7 @@ class GRPOTrainer:
         jax.block_until_ready(self.batch)
         t3 = time.perf_counter()
         lengths = cmask_h.sum(1)
-        has_eos = ((comp_h == self.codec.eos_id) & cmask_h).any(1)
+        has_eos = (np.isin(comp_h, self.stop_ids) & cmask_h).any(1)
         group_std = rewards.std(axis=1)
         out = {
             "reward_mean": float(rewards.mean()),
