@@ -45,8 +45,8 @@ def register(sub) -> None:
 
 def _tokenizer_folder(cfg) -> pathlib.Path | None:
     """The folder whose tokenizer files the run used, when it used a file (not char/word built in code)."""
-    if cfg.tokenizer.kind in ("char", "word"):
-        return None
+    if cfg.tokenizer.kind in ("char", "word") or not (cfg.tokenizer.path or cfg.model.pretrained):
+        return None  # built in code (``auto`` without a file is the character-level tokenizer)
     path = pathlib.Path(cfg.tokenizer.path or cfg.model.pretrained or "")
     folder = path if path.is_dir() else path.parent
     return folder if (folder / "tokenizer.json").is_file() else None
@@ -108,7 +108,7 @@ def export_run(run_dir: str | pathlib.Path, out_dir: str | pathlib.Path, *, step
         source = str(folder)
     else:
         tok = Tokenizer.from_codec(codec)
-        source = trainer.cfg.tokenizer.kind
+        source = trainer.tokenizer_kind
     model = nnx.merge(trainer.graphdef, params, trainer.rest)
     save_pretrained(model, out_dir, tokenizer=tok)
     return {"step": got, "out": str(out_dir), "tokenizer": source}
