@@ -75,3 +75,27 @@ def test_train_cli_refuses_a_tokenizer_that_does_not_fit_the_model(tmp_path, cap
     assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "o2"), "--quiet"]) == 2
     msg = err()
     assert len(msg.splitlines()) == 1 and "char-level tokenizer" in msg and "vocab_size=320" in msg
+
+
+def test_shipped_smollm2_gsm8k_config_and_data():
+    from grpojax.grpo import ParseOptions, load_jsonl
+    from grpojax.grpo._trainer import DATA_DIR, _data_file
+
+    cfg = load_config("smollm2-gsm8k")
+    assert cfg.model.pretrained == "models/smollm2-135m-instruct" and cfg.tokenizer.kind == "auto"
+    assert cfg.data.chat_template is True and "####" in cfg.data.system_prompt
+    assert cfg.rewards.parse_options() == ParseOptions(formats=("hash", "boxed", "answer_is"),
+                                                       fallback_last_number=True)
+    assert (DATA_DIR / "LICENSE-GSM8K").read_text().startswith("MIT License")
+    for name in (cfg.data.path, cfg.data.eval_path):
+        path = _data_file(name)
+        assert path == DATA_DIR / name
+        raw = [json.loads(line) for line in path.read_text().splitlines()]
+        probs = load_jsonl(path)
+        assert len(probs) == len(raw) == 200
+        for p, r in zip(probs, raw):  # the answer is what follows the solution's "####"
+            assert p.question == r["question"]
+            assert p.answer == r["answer"].rsplit("####", 1)[1].strip()
+    assert len({p.question for p in load_jsonl(_data_file(cfg.data.path))}
+               & {p.question for p in load_jsonl(_data_file(cfg.data.eval_path))}) == 0
+    assert _data_file("no-such.jsonl").name == "no-such.jsonl" and not _data_file("no-such.jsonl").exists()

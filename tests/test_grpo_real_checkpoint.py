@@ -66,3 +66,17 @@ def test_one_grpo_step_on_the_instruct_checkpoint_stops_at_its_eos(tmp_path):
     assert rec["response_clip_frac"] == pytest.approx(1 - np.mean(ended))
     assert rec["response_clip_frac"] < 1  # some completion ended with <|im_end|> within 16 tokens
     assert math.isfinite(rec["loss"]) and math.isfinite(rec["grad_norm"])
+
+
+def test_shipped_smollm2_gsm8k_config_builds_and_every_prompt_fits(tmp_path, monkeypatch):
+    from grpojax.grpo import load_config
+
+    monkeypatch.chdir(ROOT)  # the config names the model folder relative to the repository
+    tr = GRPOTrainer(load_config("smollm2-gsm8k"), tmp_path / "run")
+    assert tr.chat and tr.codec.stop_ids == (2,) and tr.tokenizer_kind == "file"
+    assert len(tr.train_set) == len(tr.eval_set) == 200
+    tr._check_prompts(tr.train_set, "train set")  # raises when a prompt is longer than data.max_prompt_len
+    tok = load_tokenizer(MODEL)
+    q = tr.eval_set[0].question
+    assert tr._prompt_ids(q) == chat_prompt_ids(q, tok, system_prompt=tr.cfg.data.system_prompt,
+                                                template="{question}")

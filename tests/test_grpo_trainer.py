@@ -343,3 +343,16 @@ def test_char_tokenizer_with_a_pretrained_checkpoint_is_refused(tmp_path):
     cfg = pretrained_config(FIXTURE_LM / "qwen2", "tokenizer.kind=char")
     with pytest.raises(ValueError, match=r"a char-level tokenizer \(\d+ tokens\) cannot drive the pretrained"):
         GRPOTrainer(cfg, tmp_path)
+
+
+def test_data_path_may_name_a_shipped_dataset(tmp_path):
+    from grpojax.grpo import load_jsonl
+    from grpojax.grpo._trainer import DATA_DIR
+
+    cfg = tiny_config("data.source=jsonl", "data.path=gsm8k-train-200.jsonl", "data.eval_path=gsm8k-test-200.jsonl",
+                      "data.max_prompt_len=300", "model.max_position_embeddings=308", "eval.n=4")
+    tr = GRPOTrainer(cfg, tmp_path)
+    assert tr.train_set == load_jsonl(DATA_DIR / "gsm8k-train-200.jsonl")
+    assert tr.eval_set == load_jsonl(DATA_DIR / "gsm8k-test-200.jsonl")
+    with pytest.raises(FileNotFoundError, match="no-such.jsonl"):
+        GRPOTrainer(tiny_config("data.source=jsonl", "data.path=no-such.jsonl"), tmp_path / "b")

@@ -71,7 +71,8 @@ class TokenizerSection:
 
 @dataclass
 class DataSection:
-    """``source: arith`` uses the offline generator; ``source: jsonl`` reads GSM8K/MATH JSONL."""
+    """``source: arith`` uses the offline generator; ``source: jsonl`` reads GSM8K/MATH JSONL (``path``: a file,
+    or the name of one shipped in ``grpojax/grpo/data``, e.g. ``gsm8k-train-200.jsonl``)."""
 
     source: str = "arith"
     path: str | None = None

@@ -123,6 +123,18 @@ def _run_hooks(hooks: tuple, step: int, rec: dict) -> str | None:
     return reason
 
 
+#: datasets shipped with the package (a GSM8K subset, see its README): ``data.path`` may name one of these files
+DATA_DIR = pathlib.Path(__file__).parent / "data"
+
+
+def _data_file(path: str) -> pathlib.Path:
+    """``data.path`` / ``data.eval_path``: an existing file, else a file of that name in :data:`DATA_DIR`."""
+    p = pathlib.Path(path)
+    if not p.is_file() and p.name == str(path) and (DATA_DIR / p.name).is_file():
+        return DATA_DIR / p.name
+    return p
+
+
 def _dtype(name: str):
     if name not in _DTYPES:
         raise ValueError(f"dtype {name!r}; expected one of {sorted(_DTYPES)}")
@@ -191,7 +203,8 @@ class GRPOTrainer:
                 corpus = [p.question + "\n" + p.solution for d in range(1, 6) for p in arith_problems(300, difficulty=d)]
                 backend = word_tokenizer(corpus)
             else:
-                backend = word_tokenizer([p.question + "\n" + p.solution for p in load_jsonl(self.cfg.data.path)])
+                backend = word_tokenizer([p.question + "\n" + p.solution
+                                          for p in load_jsonl(_data_file(self.cfg.data.path))])
             try:
                 return kind, Tokenizer.from_codec(codec_from_tokenizer(backend, eos=m.eos, pad=m.pad))
             except ValueError as exc:
@@ -217,9 +230,9 @@ class GRPOTrainer:
             pool = list({p.question: p for p in pool}.values())
             train, held = split_heldout(pool, d.heldout_frac)
         else:
-            data = load_jsonl(d.path)
+            data = load_jsonl(_data_file(d.path))
             if d.eval_path:
-                train, held = data, load_jsonl(d.eval_path)
+                train, held = data, load_jsonl(_data_file(d.eval_path))
             else:
                 train, held = split_heldout(data, d.heldout_frac)
         if len(train) < self.cfg.grpo.prompts_per_step:
