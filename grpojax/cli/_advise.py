@@ -58,11 +58,8 @@ def probe_fit(path: str, *, eta_hb: float, mu: float, k: int, lag: str, k_instan
     s, y = run.series("reward_mean")
     if s.size < 8:
         raise CLIError(f"{path}: the probe log holds {s.size} reward points; at least 8 are needed")
-    import jax
-
-    with jax.numpy_dtype_promotion("standard"):  # the creep fit's optimiser needs standard promotion
-        f = forecast_window(run, prefix=0.999, window=0.001, method="creep",
-                            end_step=float(s[-1]) + 1e-6 * max(1.0, float(s[-1])))
+    f = forecast_window(run, prefix=0.999, window=0.001, method="creep",
+                        end_step=float(s[-1]) + 1e-6 * max(1.0, float(s[-1])))
     rate = f.params["fast_rate"]
     kd = [curvature_from_rate(r, eta_hb, mu, k, lag=lag, k_instant=k_instant) for r in rate]
     p_star = f.params["p_star"]

@@ -19,11 +19,19 @@ Methods (``method=``):
   (refits of the law on the fitted curve plus resampled residual blocks) plus the noise of the
   window mean.
 
-Status (``WindowForecast.status``): ``"ok"``; ``"collapse"`` when the prefix falls after a peak
-beyond what its noise explains: the monotone model cannot forecast a collapse, so the interval is
-widened down to below the prefix's lowest level and the point forecast is the current level;
-``"misfit"`` when the end of the prefix departs upwards from the fit; ``"weak_posterior"`` when the
-importance sampler's effective sample size is small; for the laws, the least-squares status.
+Status (``WindowForecast.status``, one of :data:`WINDOW_STATUSES`); which values occur depends on the method:
+
+- ``"creep"``: ``"ok"``; ``"collapse"`` when the prefix falls after a peak beyond what its noise
+  explains: the monotone model cannot forecast a collapse, so the interval is widened down to below
+  the prefix's lowest level and the point forecast is the current level; ``"misfit"`` when the end
+  of the prefix departs upwards from the fit; ``"weak_posterior"`` when the importance sampler's
+  effective sample size is small (the interval may be too narrow).
+- ``"persistence"``: always ``"ok"``.
+- ``"exponential"``, ``"sigmoid"``: the status of the least-squares fit of the prefix
+  (:data:`grpojax.fit.STATUSES` less ``"insufficient_data"``, which a single curve raises as a
+  ``ValueError`` instead): ``"ok"``, ``"not_converged"``, ``"no_learning"`` (the forecast is the
+  prefix mean, the interval the bootstrap of a constant), ``"decreasing"`` or
+  ``"law_cannot_describe"`` (the forecast extrapolates the flagged fit: treat it with suspicion).
 """
 
 from __future__ import annotations
@@ -36,12 +44,19 @@ from scipy import stats
 
 from grpojax.fit._creep import MIN_CREEP_POINTS, fit_creep_batched
 from grpojax.fit._data import noise_variance
+from grpojax.fit._lsq import STATUSES as _LAW_STATUSES
 
 METHODS = ("creep", "persistence", "exponential", "sigmoid")
 """Forecasting methods of :func:`forecast_window`."""
 
-WINDOW_STATUSES = ("ok", "collapse", "misfit", "weak_posterior", "not_converged", "no_learning")
-"""Values of :attr:`WindowForecast.status`."""
+_CREEP_STATUSES = ("ok", "collapse", "misfit", "weak_posterior")
+"""Values of :attr:`WindowForecast.status` for ``method="creep"`` (``"persistence"``: always ``"ok"``)."""
+
+WINDOW_STATUSES = _CREEP_STATUSES + tuple(s for s in _LAW_STATUSES if s not in _CREEP_STATUSES + ("insufficient_data",))
+"""Every value of :attr:`WindowForecast.status`: the creep method's (``"ok"``, ``"collapse"``, ``"misfit"``,
+``"weak_posterior"``), then the least-squares statuses a single law fit can return (``"not_converged"``,
+``"no_learning"``, ``"decreasing"``, ``"law_cannot_describe"``; methods ``"exponential"`` and
+``"sigmoid"``). See the module docstring for their meaning."""
 
 _Z_FLAG = 3.0
 _MIN_ESS = 20.0

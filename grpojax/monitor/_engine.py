@@ -174,13 +174,8 @@ def _forecast(run, s, y, hp, config):
     end = _end_step(first, last, hp, config)
     prefix = min((last - first) / (end - first) * (1 + 1e-9), 0.999)
     window = min(config.window, 1.0 - prefix)
-    import jax  # noqa: PLC0415
-
-    # the creep fit's optimiser mixes Python and int32 scalars: scoped standard promotion, so a caller's
-    # strict promotion (as in the test suite) does not break it
-    with jax.numpy_dtype_promotion("standard"):
-        f = forecast_window((s, y), prefix=prefix, window=window, level=config.level, method=config.method,
-                            end_step=end)
+    f = forecast_window((s, y), prefix=prefix, window=window, level=config.level, method=config.method,
+                        end_step=end)
     out = dict(mean=f.mean, lo=f.lo, hi=f.hi, level=f.level, method=f.method, status=f.status,
                window=list(f.window), prefix_end=f.prefix_end, end_step=end, plateau=None, time_to_plateau=None,
                fast_rate=None)
