@@ -34,7 +34,7 @@ EXPERIMENTS = (
 )
 
 EXAMPLE = """Example:
-  grpojax reproduce --quick --out out/report        # about 8 minutes on an idle 2-core CPU
+  grpojax reproduce --quick --out out/report        # 13 minutes measured on a busy 2-core CPU
   grpojax reproduce --only thresholds_table --out out/report
 """
 
