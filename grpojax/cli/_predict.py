@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from grpojax._io import save_figure
 from grpojax.cli._common import add_oscillator_args, check_oscillator_args, console, out_dir, write_json
 
 EXAMPLE = """Example:
@@ -126,7 +127,7 @@ def run(args) -> int:
         steps = int(min(max(8.0 / rate, 50), 100_000))
     std = math.sqrt(res["stationary_variance"]) if math.isfinite(res["stationary_variance"]) else None
     fig = predicted_trajectory_figure(params, args.p0, steps, std=std)
-    fig.savefig(out / "trajectory.png", dpi=120)
+    save_figure(fig, out / "trajectory.png", dpi=120)
     res["figures"] = ["trajectory.png"]
     write_json(out, "prediction.json", res)
 

@@ -6,6 +6,7 @@ import argparse
 
 import numpy as np
 
+from grpojax._io import save_figure
 from grpojax.cli._common import CLIError, console, out_dir, write_json
 
 _PRESET_LIST = "{presets}"
@@ -85,7 +86,7 @@ def run(args) -> int:
             bounds["exact oscillatory boundary"] = (osc, ks)
     fig = phase_diagram_figure(c, x=x, y=y, boundaries=bounds, logx=(x == "eta"),
                                title=f"grpojax sweep --preset {args.preset} ({len(res)} configurations, {steps} steps)")
-    fig.savefig(out / "phase_diagram.png", dpi=110)
+    save_figure(fig, out / "phase_diagram.png", dpi=110)
     counts = res.regime_counts()
     agree = float(np.mean((c["regime_exact"] == "unstable") == np.isin(c["regime"], ["limit_cycle", "collapsed",
                                                                                         "diverged"])))
