@@ -23,7 +23,7 @@ from grpojax.lm import (
 )
 from grpojax.lm._gguf import _bytes_to_unicode
 
-gguf = pytest.importorskip("gguf")
+import gguf  # noqa: E402  (a dependency: an import error must fail, not skip)
 Q = gguf.GGMLQuantizationType
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -195,7 +195,7 @@ def test_gpt2_pre_tokenizer_merges_digits_and_eot_is_a_stop_id(tmp_path):
 
 
 def test_transformers_reads_the_tokenizer(converted):
-    transformers = pytest.importorskip("transformers")
+    import transformers  # a dependency: an import error must fail, not skip
     _, out, _, _ = converted
     hf = transformers.AutoTokenizer.from_pretrained(str(out))
     tok = load_tokenizer(out)
@@ -250,7 +250,7 @@ def test_cli_convert(tmp_path, capsys):
 @pytest.mark.torch
 def test_logits_match_transformers(converted):
     torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    import transformers  # a dependency: an import error must fail, not skip
     d, out, _, _ = converted
     tokens = np.random.default_rng(2).integers(0, V, (2, 7))
     got = logits(load_pretrained(out), tokens)
