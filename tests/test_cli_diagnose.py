@@ -138,3 +138,20 @@ def test_report_fits_an_80_column_terminal(tmp_path, monkeypatch):
     monkeypatch.setattr(cli_diag, "console", Console(file=buf2, width=200, color_system=None))
     assert main(["diagnose", str(log), "--out", str(tmp_path / "e"), "--no-validity", "--no-plot"]) == 0
     assert max(len(x) for x in buf2.getvalue().splitlines() if not x.startswith("wrote ")) <= 80
+
+
+def test_forecast_band_is_drawn_and_reported(tmp_path, capsys):
+    """--forecast PREFIX: the window forecast's interval goes into diagnosis.json (and the dashboard)."""
+    log = _write_jsonl(tmp_path / "run.jsonl")
+    out = tmp_path / "diag"
+    assert main(["diagnose", str(log), "--out", str(out), "--no-validity", "--forecast", "0.5"]) == 0
+    assert "forecast of the final-window mean reward" in capsys.readouterr().out
+    [run] = json.loads((out / "diagnosis.json").read_text())["runs"]
+    fc = run["forecast"]
+    assert fc["prefix"] == 0.5 and fc["level"] == 0.9 and fc["lo"] <= fc["mean"] <= fc["hi"]
+    # the simulated curve settles at 0.8 - 0.5 e^{-t/25} ~ 0.8 long before step 60: the interval holds it
+    assert fc["lo"] <= 0.8 <= fc["hi"]
+    assert (out / "dashboard.png").stat().st_size > 20_000
+    assert main(["diagnose", str(log), "--out", str(out), "--forecast", "1.5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--forecast" in err

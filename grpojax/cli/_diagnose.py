@@ -148,16 +148,25 @@ def run(args) -> int:
         for line, style in report_lines(d, min(WIDTH, console.width or WIDTH)):
             console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
         rep = {"source": r.source, "format": r.format, **d.to_dict()}
+        fc = None
+        if args.forecast is not None:
+            if not 0.0 < args.forecast < 1.0:
+                raise CLIError(f"--forecast must be a fraction of the run in (0, 1), got {args.forecast}")
+            if r.count("reward_mean") >= 8:
+                from grpojax.fit import forecast_window  # noqa: PLC0415
+
+                fc = forecast_window(r, prefix=args.forecast)
+                rep["forecast"] = {"method": fc.method, "status": fc.status, "prefix": args.forecast,
+                                   "mean": fc.mean, "lo": fc.lo, "hi": fc.hi, "level": fc.level,
+                                   "window": list(fc.window)}
+                console.print(f"forecast of the final-window mean reward from the first "
+                              f"{args.forecast:.0%}: {fc.mean:.4g} [{fc.lo:.4g}, {fc.hi:.4g}] ({fc.level:.0%}, "
+                              f"{fc.method}, {fc.status})", markup=False, highlight=False, soft_wrap=True)
         if not args.no_plot:
             import matplotlib.pyplot as plt  # noqa: PLC0415
 
             from grpojax.plot import diagnosis_dashboard  # noqa: PLC0415
 
-            fc = None
-            if args.forecast is not None and r.count("reward_mean") >= 8:
-                from grpojax.fit import forecast_window  # noqa: PLC0415
-
-                fc = forecast_window(r, prefix=args.forecast)
             fig = diagnosis_dashboard(r, d, folder / "dashboard.png", forecast=fc)
             plt.close(fig)
             rep["dashboard"] = (folder / "dashboard.png").relative_to(out).as_posix()
