@@ -99,3 +99,28 @@ def test_shipped_smollm2_gsm8k_config_and_data():
     assert len({p.question for p in load_jsonl(_data_file(cfg.data.path))}
                & {p.question for p in load_jsonl(_data_file(cfg.data.eval_path))}) == 0
     assert _data_file("no-such.jsonl").name == "no-such.jsonl" and not _data_file("no-such.jsonl").exists()
+
+
+def test_train_cli_stop_on_attaches_the_monitor(tmp_path, capsys, monkeypatch):
+    """--stop-on builds a MonitorHook with the rules and the run's facts; a reason it returns stops the run."""
+    import grpojax.monitor as monitor
+
+    made = {}
+
+    class FakeHook:  # stands in for the monitor: fires at step 1
+        def __init__(self, *, stop_on, name, meta):
+            made.update(stop_on=stop_on, meta=meta)
+
+        def __call__(self, step, metrics):
+            return "plateau reached (test)" if step == 1 else None
+
+    monkeypatch.setattr(monitor, "MonitorHook", FakeHook)
+    cfg_path = save_config(tiny_config("warmstart.steps=1", "steps=3"), tmp_path / "c.yaml")
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(cfg_path), "--out", str(out), "--quiet",
+                 "--stop-on", "plateau", "--stop-on", "plateau"]) == 0
+    assert made["stop_on"] == ("plateau",) and made["meta"]["max_steps"] == 3
+    assert "stopped by the monitor: plateau reached (test)" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped_by_hook"] == "plateau reached (test)" and summary["last_step"] == 1
+    assert [r["step"] for r in read_jsonl_metrics(out / "metrics.jsonl")] == [0, 1]

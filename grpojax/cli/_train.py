@@ -48,6 +48,10 @@ def register(subparsers) -> None:
                       help="start over: delete the run files in --out (nothing else) first")
     p.add_argument("--allow-config-change", action="store_true",
                    help="resume a run whose config differs from this one (the change is recorded)")
+    p.add_argument("--stop-on", action="append", default=[], choices=("plateau", "instability"),
+                   help="attach grpojax's monitor and stop the run (with a checkpoint) when this rule fires: "
+                        "plateau (the plateau detector fired and the forecast interval shows no further rise) or "
+                        "instability (the instability detector fired); repeatable")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -88,11 +92,18 @@ def run(args) -> int:
         raise CLIError(f"--resume: {out} holds no run to resume; drop --resume to start one")
     # refuse before building the model (the trainer checks again under the lock)
     plan_run(out, config_to_dict(cfg), overwrite=args.overwrite, allow_config_change=args.allow_config_change)
+    hooks = []
+    if args.stop_on:
+        from grpojax.monitor import MonitorHook  # noqa: PLC0415
+
+        hooks.append(MonitorHook(stop_on=tuple(dict.fromkeys(args.stop_on)), name=cfg.name,
+                                 meta={"max_steps": cfg.steps, "group_size": cfg.grpo.group_size,
+                                       "k_ref": cfg.grpo.k_ref}))
     with RunLock(out):  # a second run into the same folder fails here, at once
         trainer = GRPOTrainer(cfg, out)
         try:
             summary = trainer.train(overwrite=args.overwrite, allow_config_change=args.allow_config_change,
-                                    show_progress=not args.quiet,
+                                    show_progress=not args.quiet, hooks=hooks,
                                     warn=lambda msg: err_console.print(f"grpojax train: warning: {msg}", markup=False,
                                                                        highlight=False, soft_wrap=True))
         except NonFiniteLossError as exc:
@@ -102,5 +113,7 @@ def run(args) -> int:
     evals = summary.get("evals", [])
     if evals:
         console.print(f"eval_reward: {evals[0][1]:.3f} (step {evals[0][0]}) -> {evals[-1][1]:.3f} (step {evals[-1][0]})")
+    if summary.get("stopped_by_hook"):
+        console.print(f"stopped by the monitor: {summary['stopped_by_hook']}")
     console.print(f"run log: {summary['log']}")
     return 0
