@@ -314,7 +314,7 @@ def with_fixed_point(config: BanditConfig, p_star: ArrayLike, *, k_instant: Arra
     s* = p*(1 − p*)); this needs ``p_star`` on the far side of ``p_ref``. With ``k_instant`` given, the
     reference policy moves too, so that K_0 = −∂f/∂θ equals it exactly:
     ``θ* − θ_ref = R*/(K_0 + ∂_θR + R*(2p* − 1))``. ``k_instant=0`` makes the KL anchor's instant stiffness
-    cancel (then the lead's a₀ = 0 thresholds apply directly).
+    cancel (then the a₀ = 0 thresholds of grpojax.dynamics apply directly).
 
     Example:
         >>> cfg = with_fixed_point(BanditConfig(0.1, group_size=64), 0.8, k_instant=0.0)

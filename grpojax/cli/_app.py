@@ -65,12 +65,15 @@ def _classify(exc: BaseException) -> tuple[int, str] | None:
     """
     import errno
     import json
+    import os
 
     if isinstance(exc, CLIError):
         return 2, _one_line(exc)
     if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError)):
         what = {FileNotFoundError: "no such file or folder", IsADirectoryError: "is a folder, expected a file",
                 NotADirectoryError: "is not a folder", FileExistsError: "already exists"}[type(exc)]
+        if exc.strerror and exc.errno is not None and exc.strerror != os.strerror(exc.errno):
+            what = exc.strerror  # a message of grpojax's own (e.g. how to overwrite), not the system's text
         return 2, f"{exc.filename}: {what}" if exc.filename else _one_line(exc)
     if isinstance(exc, PermissionError):
         return 1, f"{exc.filename}: permission denied" if exc.filename else _one_line(exc)

@@ -26,6 +26,14 @@ def out_dir(path: str | pathlib.Path) -> pathlib.Path:
     return p
 
 
+def refuse_existing(path: str | pathlib.Path, force: bool) -> pathlib.Path:
+    """``path``, unless it is a non-empty folder and ``force`` is not set (then ``FileExistsError``)."""
+    path = pathlib.Path(path)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())) and not force:
+        raise FileExistsError(17, "output exists (use --force to overwrite)", str(path))
+    return path
+
+
 def progress() -> Progress:
     """The project's progress bar on stderr (use as a context manager)."""
     return _progress(err_console)

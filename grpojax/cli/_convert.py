@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import pathlib
 
-from grpojax.cli._common import console
+from grpojax.cli._common import console, refuse_existing
 
 EXAMPLE = """\
 Example:
@@ -33,14 +32,6 @@ def register(sub) -> None:
                    help="dtype of the written weights (default float32: the dequantised values exactly)")
     p.add_argument("--force", action="store_true", help="write into an existing, non-empty OUT_DIR")
     p.set_defaults(func=run)
-
-
-def refuse_existing(path: str | pathlib.Path, force: bool) -> pathlib.Path:
-    """``path``, unless it is a non-empty folder and ``force`` is not set (then ``FileExistsError``)."""
-    path = pathlib.Path(path)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())) and not force:
-        raise FileExistsError(17, "output exists (use --force to overwrite)", str(path))
-    return path
 
 
 def run(args) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 
-from grpojax.cli._common import console
+from grpojax.cli._common import console, refuse_existing
 
 EXAMPLE = """\
 Example:
@@ -115,7 +115,6 @@ def export_run(run_dir: str | pathlib.Path, out_dir: str | pathlib.Path, *, step
 
 
 def run(args) -> int:
-    from grpojax.cli._convert import refuse_existing
 
     out = refuse_existing(args.out, args.force)
     info = export_run(args.run_dir, out, step=args.step)

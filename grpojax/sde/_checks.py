@@ -1,7 +1,7 @@
 """Input handling shared by the SDE entry points: coefficient extraction and host-side validation.
 
-Every public entry point accepts any object with the fields ``M, C, K_eff, p_star, D`` (the lead's
-:class:`grpojax.dynamics.OscillatorParams`, a NamedTuple, ...). Concrete inputs are validated on the host
+Every public entry point accepts any object with the fields ``M, C, K_eff, p_star, D``
+(:class:`grpojax.dynamics.OscillatorParams`, a NamedTuple, ...). Concrete inputs are validated on the host
 before the single ``jit`` boundary (``ValueError`` naming the bad value). Traced inputs (the functions
 used inside other people's ``jit``/``vmap``/NUTS samplers) get ``eqx.error_if`` checks of definite
 violations only (``M <= 0``, ``D < 0``, a negative time step): NaN passes through, because a sampler must
