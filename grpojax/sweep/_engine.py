@@ -28,6 +28,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from grpojax._chunks import padded_chunks
 from grpojax._distributed import check_started
+from grpojax._io import to_jsonable
 from grpojax.bandit import BanditConfig, mean_field_step, two_arm_init, two_arm_step_batch
 from grpojax.sweep._grid import Grid
 from grpojax.sweep._measure import MEASURED_REGIMES, measure
@@ -61,18 +62,8 @@ class SweepResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: ``{"meta": ..., "rows": [{column: value}, ...]}``."""
         names = list(self.columns)
-        rows = [{n: _py(self.columns[n][i]) for n in names} for i in range(len(self))]
+        rows = [{n: to_jsonable(self.columns[n][i]) for n in names} for i in range(len(self))]
         return {"meta": self.meta, "regime_counts": self.regime_counts(), "rows": rows}
-
-
-def _py(x):
-    if isinstance(x, (np.floating, float)):
-        return float(x) if np.isfinite(x) else ("nan" if np.isnan(x) else ("inf" if x > 0 else "-inf"))
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x.item() if hasattr(x, "item") else x
 
 
 def _trace_local(cfg: BanditConfig, rows, key, num_records: int, stride: int, mean_field: bool):
