@@ -42,8 +42,8 @@ def to_jsonable(obj: Any) -> Any:
     """Convert ``obj`` to plain JSON values (dicts, lists, str, int, float, bool, None).
 
     NamedTuples and dataclasses become dicts, arrays become (nested) lists, non-finite floats become
-    strings (:func:`json_number`); anything else unknown becomes its ``str``. The conversion is iterative
-    in depth only as far as the object is, so it is meant for results, not for untrusted input.
+    strings (:func:`json_number`); anything else unknown becomes its ``str``. The conversion recurses
+    into the object, so it is meant for results, not for untrusted input.
     """
     if hasattr(obj, "_asdict"):
         return {k: to_jsonable(v) for k, v in obj._asdict().items()}
