@@ -21,9 +21,10 @@ import os
 from collections.abc import Mapping
 
 import jax
+import numpy as np
 
-__all__ = ["ENV_COORDINATOR", "ENV_NUM_PROCESSES", "ENV_PROCESS_ID", "MODES", "check_started", "distributed_env",
-           "initialize_distributed", "is_primary"]
+__all__ = ["ENV_COORDINATOR", "ENV_NUM_PROCESSES", "ENV_PROCESS_ID", "MODES", "barrier", "broadcast_ints",
+           "check_started", "distributed_env", "initialize_distributed", "is_multiprocess", "is_primary", "to_global", "to_host"]
 
 ENV_COORDINATOR = "GRPOJAX_COORDINATOR_ADDRESS"
 ENV_NUM_PROCESSES = "GRPOJAX_NUM_PROCESSES"
@@ -134,3 +135,64 @@ def check_started() -> None:
 def is_primary() -> bool:
     """Whether this is process 0, the one that prints and writes outputs."""
     return jax.process_index() == 0
+
+
+# ------------------------------------------------------------------ host <-> global arrays
+
+
+def is_multiprocess() -> bool:
+    """Whether this program runs as several JAX processes."""
+    return jax.process_count() > 1
+
+
+def _place(x, sharding):
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        return jax.device_put(x, sharding)
+    host = np.asarray(x)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def to_global(x, sharding):
+    """``x`` (a pytree) placed with ``sharding`` (a sharding, or a tree of them that is a prefix of ``x``'s).
+
+    In one process this is :func:`jax.device_put`. In several, a host value (the same on every process) becomes
+    a global array of which each process holds only its own shards, and a global array is resharded.
+    """
+    if not is_multiprocess():
+        return jax.device_put(x, sharding)
+    return jax.tree.map(lambda sh, sub: jax.tree.map(lambda leaf: _place(leaf, sh), sub), sharding, x,
+                        is_leaf=lambda s: isinstance(s, jax.sharding.Sharding))
+
+
+def to_host(x) -> np.ndarray:
+    """The whole value of ``x`` as a NumPy array on this process (gathered from the others if need be).
+
+    In several processes, for an array that is neither fully addressable nor replicated, every process must
+    call it (it is a collective).
+    """
+    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer) or x.is_fully_addressable:
+        return np.asarray(jax.device_get(x))  # a tracer raises jax.errors.TracerArrayConversionError
+    if x.is_fully_replicated:
+        return np.asarray(x.addressable_data(0))
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
+def barrier(name: str) -> None:
+    """Wait until every process has reached the barrier ``name`` (nothing in one process)."""
+    if is_multiprocess():
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def broadcast_ints(values) -> list[int]:
+    """Process 0's integers, on every process (the values themselves in one process)."""
+    values = [int(v) for v in values]
+    if not is_multiprocess():
+        return values
+    from jax.experimental import multihost_utils
+
+    got = multihost_utils.broadcast_one_to_all(np.asarray(values, np.int32))
+    return [int(v) for v in np.asarray(got)]

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
-import subprocess
 import sys
 import textwrap
 import time
@@ -19,32 +17,12 @@ import jax
 import numpy as np
 import pytest
 
+from _procs import ENV_NAMES, GRPOJAX, REPO
+from _procs import clean_env as _clean_env
+from _procs import run_bounded as _run
 from grpojax._distributed import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID, distributed_env
 from grpojax.cli._launch import launch
 from grpojax.sweep import initialize_distributed, make_grid, run_sweep
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
-GRPOJAX = [sys.executable, "-c", "import sys; from grpojax.cli import main; sys.exit(main())"]
-ENV_NAMES = (ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID)
-
-
-def _clean_env(**extra) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ENV_NAMES and k != "XLA_FLAGS"}
-    return dict(env, JAX_PLATFORMS="cpu", **extra)
-
-
-def _run(cmd, timeout: float, **kw) -> subprocess.CompletedProcess:
-    """Run a command bounded by ``timeout``; on expiry kill it (and its process group) and fail."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, **kw)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        out, _ = proc.communicate()
-        pytest.fail(f"{cmd[:4]}... ran past {timeout} s:\n{out[-3000:]}")
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, None)
-
 
 # ---------------------------------------------------------------- environment
 

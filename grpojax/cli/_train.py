@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import pathlib
 
 from grpojax.cli._common import CLIError, console, err_console
@@ -21,6 +22,9 @@ checkpoints-corrupt/ with a warning). A folder holding a run with a different co
 naming the differing keys: pass --allow-config-change to resume it with the new values (recorded in
 summary.json; the old config is kept as config.before-step-N.yaml), --overwrite to start over (only
 the run's own files are deleted), or choose another --out.
+
+Several processes (data-parallel over every process's devices; process 0 writes the run folder):
+  grpojax launch -n 2 -- grpojax train --config tiny-arith --out out/tiny-arith
 
 Exit status: 0 done; 2 the input was refused (bad config or value, a folder in use or holding another
 run, corrupt checkpoints); 1 the environment failed, or the loss became NaN/inf during training (the
@@ -53,6 +57,9 @@ def register(subparsers) -> None:
                         "plateau (the plateau detector fired and the forecast interval shows no further rise) or "
                         "instability (the instability detector fired); repeatable")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--distributed", choices=("auto", "on", "off"), default="auto",
+                   help="several processes: auto (when GRPOJAX_NUM_PROCESSES etc. are set, as by `grpojax "
+                        "launch`), on (also detect a TPU pod slice, SLURM or Open MPI job), off (default auto)")
     p.set_defaults(func=run)
 
 
@@ -64,6 +71,9 @@ def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
 
 
 def run(args) -> int:
+    from grpojax._distributed import initialize_distributed, is_primary
+
+    initialize_distributed(args.distributed)  # before any JAX computation
     from grpojax.grpo import (
         GRPOTrainer,
         NonFiniteLossError,
@@ -99,7 +109,9 @@ def run(args) -> int:
         hooks.append(MonitorHook(stop_on=tuple(dict.fromkeys(args.stop_on)), name=cfg.name,
                                  meta={"max_steps": cfg.steps, "group_size": cfg.grpo.group_size,
                                        "k_ref": cfg.grpo.k_ref}))
-    with RunLock(out):  # a second run into the same folder fails here, at once
+    primary = is_primary()
+    # a second run into the same folder fails here, at once (process 0 holds the lock for all processes)
+    with RunLock(out) if primary else contextlib.nullcontext():
         trainer = GRPOTrainer(cfg, out)
         try:
             summary = trainer.train(overwrite=args.overwrite, allow_config_change=args.allow_config_change,
@@ -107,9 +119,13 @@ def run(args) -> int:
                                     warn=lambda msg: err_console.print(f"grpojax train: warning: {msg}", markup=False,
                                                                        highlight=False, soft_wrap=True))
         except NonFiniteLossError as exc:
+            if not primary:
+                return 1
             err_console.print(f"grpojax train: error: {exc}; lower optim.lr (or raise grad clipping) and resume "
                               "with --allow-config-change", markup=False, highlight=False, soft_wrap=True)
             return 1
+    if not primary:
+        return 0
     evals = summary.get("evals", [])
     if evals:
         console.print(f"eval_reward: {evals[0][1]:.3f} (step {evals[0][0]}) -> {evals[-1][1]:.3f} (step {evals[-1][0]})")

@@ -15,6 +15,11 @@ reporting each with its reason.
 
 Retention is done here, not by orbax: the newest ``keep`` checkpoints are kept, and the newest
 checkpoint that is not a "last good state" of a non-finite stop is never evicted.
+
+Several processes (JAX's multi-process runtime): every process calls every method, in the same order, on
+the same folder (a file system they share); orbax writes each process's shards, process 0 alone writes
+``checksums.json`` and moves corrupt checkpoints aside, and the processes wait for each other where one
+reads what another wrote. A checkpoint holds global arrays, so a run saved by N processes resumes in M.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from grpojax._distributed import barrier, is_primary, to_host
 from grpojax._io import write_json
 
 __all__ = ["CHECKSUM_FILE", "CheckpointError", "CheckpointStore", "SkippedCheckpoint"]
@@ -51,7 +57,7 @@ class SkippedCheckpoint(NamedTuple):
 
 
 def _array_crc(x: Any) -> dict:
-    a = np.asarray(jax.device_get(x))
+    a = to_host(x)
     return {"shape": list(a.shape), "dtype": str(a.dtype), "crc32": zlib.crc32(a.tobytes(order="C")) & 0xFFFFFFFF}
 
 
@@ -115,13 +121,17 @@ class CheckpointStore:
         )
         self._mgr.wait_until_finished()
         folder = self.path(step)
-        files = {
-            str(f.relative_to(folder)): {"size": f.stat().st_size, "sha256": _file_sha256(f)}
-            for f in sorted(folder.rglob("*"))
-            if f.is_file() and f.name != CHECKSUM_FILE
-        }
-        write_json(folder, CHECKSUM_FILE, {"version": 1, "step": int(step), "meta": meta,
-                                           "arrays": [_array_crc(x) for x in leaves], "files": files})
+        arrays = [_array_crc(x) for x in leaves]  # every process: gathering a sharded array is collective
+        barrier(f"grpojax-checkpoint-{step}-written")
+        if is_primary():
+            files = {
+                str(f.relative_to(folder)): {"size": f.stat().st_size, "sha256": _file_sha256(f)}
+                for f in sorted(folder.rglob("*"))
+                if f.is_file() and f.name != CHECKSUM_FILE
+            }
+            write_json(folder, CHECKSUM_FILE, {"version": 1, "step": int(step), "meta": meta,
+                                               "arrays": arrays, "files": files})
+        barrier(f"grpojax-checkpoint-{step}-checksummed")
         self._prune()
         return folder
 
@@ -250,11 +260,13 @@ class CheckpointStore:
 
     def _quarantine(self, step: int) -> pathlib.Path:
         dest_dir = self.directory.with_name(self.directory.name + "-corrupt")
-        dest_dir.mkdir(parents=True, exist_ok=True)
         dest, k = dest_dir / str(step), 2
         while dest.exists():
             dest, k = dest_dir / f"{step}.{k}", k + 1
-        shutil.move(str(self.path(step)), str(dest))
+        if is_primary():
+            dest_dir.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(self.path(step)), str(dest))
+        barrier(f"grpojax-checkpoint-{step}-moved-aside")
         self._mgr.reload()
         return dest
 

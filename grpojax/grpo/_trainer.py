@@ -22,6 +22,7 @@ merged with the earlier one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -39,6 +40,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from rich.console import Console
 
+from grpojax._distributed import broadcast_ints, check_started, is_primary, to_global, to_host
 from grpojax._io import write_json, write_text_atomic
 from grpojax._progress import progress as make_progress
 from grpojax.grpo._advantages import group_advantages
@@ -49,7 +51,7 @@ from grpojax.grpo._logging import read_jsonl_metrics
 from grpojax.grpo._optim import build_optimizer
 from grpojax.grpo._rewards import score_completions
 from grpojax.grpo._step import RolloutBatch, make_grpo_update, make_logprob_fn, make_sft_update
-from grpojax.grpo._run_folder import RunLock, RunPlan, check_run_folder, clear_run, plan_run
+from grpojax.grpo._run_folder import RunFolderError, RunLock, RunPlan, check_run_folder, clear_run, plan_run
 from grpojax.grpo._train_config import TrainConfig, config_to_dict, read_config_dict, save_config
 from grpojax.logs import JsonlLogger, jsonl_header, truncate_jsonl
 from grpojax.lm import (
@@ -108,6 +110,34 @@ def _check_hooks(hooks) -> tuple:
     return hooks
 
 
+class _NoLog:
+    """The run log of a process other than process 0: the log is written once, by process 0."""
+
+    def write(self, step, rec) -> None:
+        pass
+
+    def record(self, *args, **kwargs) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def _stop_reason(hooks: tuple, step: int, rec: dict) -> str | None:
+    """:func:`_run_hooks` on process 0; in a multi-process run its decision is shared with every process."""
+    if not hooks:
+        return None
+    reason = _run_hooks(hooks, step, rec) if is_primary() else None
+    (stop,) = broadcast_ints([reason is not None])
+    return reason if reason is not None or not stop else "a hook of process 0 stopped the run"
+
+
 def _run_hooks(hooks: tuple, step: int, rec: dict) -> str | None:
     """Every hook sees ``(step, copy of rec)``; the first stop reason (in hook order) is returned."""
     reason = None
@@ -152,6 +182,7 @@ class GRPOTrainer:
     """
 
     def __init__(self, cfg: TrainConfig, out_dir: str | pathlib.Path, *, devices=None):
+        check_started()  # a multi-process environment without JAX's runtime would train N separate copies
         self.cfg = cfg.validate()
         self.out = check_run_folder(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -168,7 +199,8 @@ class GRPOTrainer:
         check_vocab_fits(self.codec, model.config, pretrained=bool(cfg.model.pretrained), kind=self.tokenizer_kind)
         self.graphdef, params, self.rest = nnx.split(model, nnx.Param, ...)
         self.param_sh = param_shardings(params, self.mesh)
-        self.params = jax.device_put(params, self.param_sh)
+        self.params = to_global(params, self.param_sh)
+        self.rest = to_global(self.rest, NamedSharding(self.mesh, P()))
         g = cfg.grpo
         self._use_ref = g.beta > 0 or g.log_kl
         key = ("grpo", self.graphdef, repr(cfg.optim), cfg.steps, repr(g), self.mesh)
@@ -263,7 +295,7 @@ class GRPOTrainer:
 
         def fix(x):
             sh = getattr(x, "sharding", None)
-            return x if isinstance(sh, NamedSharding) and sh.mesh == self.mesh else jax.device_put(x, rep)
+            return x if isinstance(sh, NamedSharding) and sh.mesh == self.mesh else to_global(x, rep)
 
         return jax.tree.map(fix, jax.jit(tx.init)(params))
 
@@ -275,7 +307,7 @@ class GRPOTrainer:
         S = self.cfg.grpo.prompts_per_step * self.cfg.grpo.group_size
         Pn, N = self.cfg.data.max_prompt_len, self.cfg.sampling.max_new_tokens
         sh = lambda shape: batch_sharding(self.mesh, shape)  # noqa: E731
-        z = lambda shape, dt: jax.device_put(jnp.zeros(shape, dt), sh(shape))  # noqa: E731
+        z = lambda shape, dt: to_global(np.zeros(shape, dt), sh(shape))  # noqa: E731
         return RolloutBatch(z((S, Pn), jnp.int32), z((S, Pn), jnp.bool_), z((S, N), jnp.int32),
                             z((S, N), jnp.bool_), z((S, N), jnp.float32), z((S, N), jnp.float32), z((S,), jnp.float32))
 
@@ -315,8 +347,7 @@ class GRPOTrainer:
         return np.repeat(toks, repeat, 0), np.repeat(mask, repeat, 0)
 
     def _put(self, x):
-        x = jnp.asarray(x)
-        return jax.device_put(x, batch_sharding(self.mesh, x.shape))
+        return to_global(x, batch_sharding(self.mesh, np.shape(x)))
 
     def _sample(self, params, prompt, mask, *, key, greedy=False):
         model = nnx.merge(self.graphdef, params, self.rest)
@@ -352,7 +383,8 @@ class GRPOTrainer:
         truncated = 0
         losses = []
         task = progress.add_task("warm start (SFT)", total=w.steps) if progress else None
-        with JsonlLogger(self.out / "warmstart.jsonl", name=None, append=True) as log:
+        log_cm = JsonlLogger(self.out / "warmstart.jsonl", name=None, append=True) if is_primary() else _NoLog()
+        with log_cm as log:
             for i in range(w.steps):
                 probs = sample_batch(self.train_set, w.batch_size, seed=self.cfg.seed + 1, index=i)
                 prompt, pmask = self._pad_prompts(probs)
@@ -386,13 +418,13 @@ class GRPOTrainer:
         t0 = time.perf_counter()
         key = jax.random.fold_in(jax.random.fold_in(self.key, 2), step)
         comp, _, cm = self._sample(self.params, prompt, mask, key=key)
-        scored = score_completions(self._texts(np.asarray(comp), np.asarray(cm)), answers,
+        scored = score_completions(self._texts(to_host(comp), to_host(cm)), answers,
                                    self.cfg.rewards.weights, options=self.parse_options)
         out = {"eval_reward": float(scored.correct.mean()), "eval_unparsed": scored.unparsed}
         if e.greedy:
             prompt1, mask1 = self._pad_prompts(probs)
             comp, _, cm = self._sample(self.params, prompt1, mask1, key=key, greedy=True)
-            g = score_completions(self._texts(np.asarray(comp), np.asarray(cm)), [p.answer for p in probs],
+            g = score_completions(self._texts(to_host(comp), to_host(cm)), [p.answer for p in probs],
                                   self.cfg.rewards.weights, options=self.parse_options)
             out["eval_accuracy_greedy"] = float(g.correct.mean())
         out["timing_s/eval"] = time.perf_counter() - t0
@@ -407,7 +439,7 @@ class GRPOTrainer:
         t0 = time.perf_counter()
         key = jax.random.fold_in(jax.random.fold_in(self.key, 1), index)
         comp, logp, cmask = self._sample(self.params, prompt, pmask, key=key)
-        comp_h, cmask_h = np.asarray(comp), np.asarray(cmask)
+        comp_h, cmask_h = to_host(comp), to_host(cmask)
         t1 = time.perf_counter()
         answers = [p.answer for p in probs for _ in range(G)]
         scored = score_completions(self._texts(comp_h, cmask_h), answers, self.cfg.rewards.weights,
@@ -451,8 +483,8 @@ class GRPOTrainer:
                 "batch": self.batch}
 
     def _set_state(self, st: dict) -> None:
-        self.params = jax.device_put(st["params"], self.param_sh)
-        self.opt_state = jax.device_put(st["opt_state"], self.opt_sh)
+        self.params = to_global(st["params"], self.param_sh)
+        self.opt_state = to_global(st["opt_state"], self.opt_sh)
         self.ref_params = st["ref_params"]
         self.batch = RolloutBatch(*st["batch"])
 
@@ -500,11 +532,27 @@ class GRPOTrainer:
         """
         warn = _warn if warn is None else warn
         hooks = _check_hooks(hooks)
-        with RunLock(self.out):
-            plan = plan_run(self.out, config_to_dict(self.cfg), resume=resume, overwrite=overwrite,
-                            allow_config_change=allow_config_change)
-            if plan.clear:
-                clear_run(self.out)
+        primary = is_primary()
+        if not primary:  # process 0 alone warns, shows progress and writes the run folder's files
+            warn, show_progress = (lambda message: None), False
+        with contextlib.ExitStack() as stack:
+            plan = failure = None
+            if primary:
+                try:
+                    stack.enter_context(RunLock(self.out))
+                    plan = plan_run(self.out, config_to_dict(self.cfg), resume=resume, overwrite=overwrite,
+                                    allow_config_change=allow_config_change)
+                    if plan.clear:
+                        clear_run(self.out)
+                except Exception as exc:  # noqa: BLE001 - re-raised below, once every process knows
+                    failure = exc
+            ok, fresh = broadcast_ints([failure is None, plan is not None and plan.fresh])
+            if failure is not None:
+                raise failure
+            if not ok:
+                raise RunFolderError(f"process 0 refused the run folder {self.out} (see its error)")
+            if plan is None:
+                plan = RunPlan(fresh=bool(fresh), clear=False, changes={})
             return self._train_locked(plan, stop_after=stop_after, show_progress=show_progress, warn=warn,
                                       hooks=hooks)
 
@@ -552,8 +600,9 @@ class GRPOTrainer:
 
     def _train_locked(self, plan: RunPlan, *, stop_after, show_progress, warn, hooks: tuple = ()) -> dict:
         cfg = self.cfg
+        primary = is_primary()
         log_path = self.out / "metrics.jsonl"
-        old = {} if plan.fresh else self._old_summary(warn)
+        old = {} if plan.fresh or not primary else self._old_summary(warn)
         store = CheckpointStore(self.out / "checkpoints", keep=cfg.checkpoint.keep)
         start, resumed = 0, False
         try:
@@ -569,15 +618,17 @@ class GRPOTrainer:
             if start > cfg.steps:
                 raise ValueError(f"steps={cfg.steps} is below the step {start} of the checkpoint to resume from; "
                                  f"expected steps >= {start}")
-            if plan.changes:
-                write_text_atomic(self.out / f"config.before-step-{start}.yaml", (self.out / "config.yaml").read_text())
-            self._write_config()
-            self._write_tokenizer()
-            if resumed:
-                truncate_jsonl(log_path, start)
-            else:
-                for stale in (log_path, self.out / "warmstart.jsonl"):
-                    stale.unlink(missing_ok=True)
+            if primary:
+                if plan.changes:
+                    write_text_atomic(self.out / f"config.before-step-{start}.yaml",
+                                      (self.out / "config.yaml").read_text())
+                self._write_config()
+                self._write_tokenizer()
+                if resumed:
+                    truncate_jsonl(log_path, start)
+                else:
+                    for stale in (log_path, self.out / "warmstart.jsonl"):
+                        stale.unlink(missing_ok=True)
         except BaseException:
             store.close()
             raise
@@ -588,8 +639,8 @@ class GRPOTrainer:
                                     "stopped_by_hook")}
             # the log (cut back to the checkpoint) is the record of what happened, also for a killed run
             summary["evals"] = [[r["step"], r["eval_reward"]] for r in read_jsonl_metrics(log_path)
-                                if "eval_reward" in r]
-            if not summary.get("warmstart"):
+                                if "eval_reward" in r] if primary else []
+            if primary and not summary.get("warmstart"):
                 summary["warmstart"] = self._warmstart_summary()
             summary["resumed_from"] = start
             summary["resumes"] = list(old.get("resumes", [])) + [
@@ -598,7 +649,8 @@ class GRPOTrainer:
         evals: list = summary.setdefault("evals", [])
         summary["log"] = str(log_path)
         logger = JsonlLogger(log_path, header=self.log_header(), append=True,
-                             tensorboard_dir=self.out / "tensorboard" if cfg.log.tensorboard else None)
+                             tensorboard_dir=self.out / "tensorboard" if cfg.log.tensorboard else None) \
+            if primary else _NoLog()
         if resumed and plan.changes:  # the metrics log says from which step the config differs
             logger.record("resume", **summary["resumes"][-1])
         K = cfg.grpo.k_ref
@@ -615,8 +667,9 @@ class GRPOTrainer:
                 logger.write(0, rec)
                 if rec:
                     evals.append((0, rec["eval_reward"]))
-                stop_reason = _run_hooks(hooks, 0, rec)
-                write_json(self.out, "summary.json", dict(summary, last_step=0, status="running"))
+                stop_reason = _stop_reason(hooks, 0, rec)
+                if primary:
+                    write_json(self.out, "summary.json", dict(summary, last_step=0, status="running"))
                 if cfg.checkpoint.at_start:
                     store.save(0, self.state(), {"phase": "post_warmstart"})
             task = bar.add_task("GRPO", total=cfg.steps, completed=start) if bar else None
@@ -631,7 +684,7 @@ class GRPOTrainer:
                 t1 = time.perf_counter()
                 self.params, self.opt_state, m = self.update(self.params, self.opt_state, self.rest, self.batch,
                                                              jnp.asarray(cycle == 0))
-                terms = jax.device_get(m.terms)
+                terms = jax.tree.map(to_host, m.terms)
                 finite = bool(m.finite)
                 rec.update({
                     "loss": float(terms.loss), "kl": float(terms.kl) if self._use_ref else math.nan,
@@ -650,7 +703,8 @@ class GRPOTrainer:
                         path = store.save(step - 1, self.state(), {"phase": "nonfinite", "bad_step": step})
                     summary.update({"last_step": step - 1, "status": "nonfinite", "nonfinite_step": step,
                                     "last_good_checkpoint": str(path)})
-                    write_json(self.out, "summary.json", summary)
+                    if primary:
+                        write_json(self.out, "summary.json", summary)
                     raise NonFiniteLossError(step, path)
                 if cfg.eval.every and (step % cfg.eval.every == 0 or step == cfg.steps):
                     ev = self.evaluate(step)
@@ -660,7 +714,7 @@ class GRPOTrainer:
                 rec["timing_s/step"] = time.perf_counter() - t0
                 logger.write(step, rec)
                 last = step
-                stop_reason = _run_hooks(hooks, step, rec)
+                stop_reason = _stop_reason(hooks, step, rec)
                 if stop_reason is not None:  # the checkpoint at this step is saved below
                     if task is not None:
                         bar.update(task, completed=step)
@@ -681,7 +735,8 @@ class GRPOTrainer:
         summary.update({"last_step": last, "status": "done" if last >= cfg.steps else "stopped"})
         if stop_reason is not None:
             summary["stopped_by_hook"] = stop_reason
-        write_json(self.out, "summary.json", summary)
+        if primary:
+            write_json(self.out, "summary.json", summary)
         return summary
 
 

@@ -25,6 +25,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding
 
+from grpojax._distributed import to_host
+
 from ._cache import init_cache
 from ._mesh import fit_spec
 from ._model import CausalLM, left_pad_positions
@@ -266,7 +268,7 @@ def generate(
         raise ValueError("eos_id is empty")
     pad_id = eos_ids[0] if pad_id is None else int(pad_id)
     try:
-        host_mask = np.asarray(prompt_mask)
+        host_mask = to_host(prompt_mask)  # gathered from every process in a multi-process run
     except jax.errors.TracerArrayConversionError:  # called under an outer jit: cannot check here
         host_mask = None
     if host_mask is not None:
