@@ -236,6 +236,8 @@ def figure(items, out, prefix):
                     label="persistence")
         ax.hlines(float(np.mean(y[s > w[0]])), w[0], w[1], color="r", label="realised")
         ax.set_title(rid[:34], fontsize=8)
+        ax.set_xlabel("step (vertical line: end of the prefix)", fontsize=7)
+    axes[0][0].set_ylabel("train reward (mean per step)", fontsize=7)
     axes[0][0].legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out / f"{NAME}.png", dpi=110)
