@@ -227,3 +227,45 @@ def test_real_verdicts_survive_a_flat_tail_and_early_evidence_survives_truncatio
                     lost.append((run.name, m))
     assert not changed, changed
     assert not lost, lost
+
+
+def test_dashboard_draws_health_findings():
+    """The dashboard marks the gradient spikes, shades their episodes and lists them in the legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from grpojax.plot import diagnosis_dashboard
+
+    def spiky(t, g):
+        x = 0.5 * np.exp(0.1 * g.standard_normal(t.size))
+        x[[60, 140]] *= 40.0
+        return x
+
+    run = _run(grad_norm=spiky, response_length=lambda t, g: 200 + 0.1 * t, clip_frac=lambda t, g: np.full(t.size, 0.05))
+    d = diagnose(run, validity=False)
+    assert d.results["gradient_spikes"].detected
+    fig = diagnosis_dashboard(run, d)
+    try:
+        by_title = {ax.get_title(): ax for ax in fig.axes}
+        assert {"grad_norm", "response_length", "clip_frac"} <= set(by_title)
+        marks = [ln for ln in by_title["grad_norm"].lines if ln.get_label() == "gradient spike"]
+        assert len(marks) == 1
+        np.testing.assert_array_equal(np.sort(marks[0].get_xdata()), [60.0, 140.0])
+        legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+        assert "gradient spikes (detected)" in legend
+    finally:
+        plt.close(fig)
+
+
+def test_gradient_clip_advice_comes_from_the_steps_without_a_spike():
+    def spiky(t, g):
+        x = 0.5 * np.exp(0.1 * g.standard_normal(t.size))
+        x[[60, 140]] = 500.0
+        return x
+
+    res = detect_gradient_spikes(_run(grad_norm=spiky), CFG)
+    assert res.detected
+    cap = float(res.advice.split("at ~")[1].split(" ")[0])
+    assert 0.5 < cap < 1.0, res.advice  # the quiet steps' 99th percentile, not the spikes' 500

@@ -165,9 +165,10 @@ def kl(result, run: RunLog) -> str:
 
 
 def grad(result, run: RunLog, g: np.ndarray) -> str:
+    """Advice for gradient spikes; ``g`` holds the grad norms of the steps without a spike."""
     g = np.asarray(g, float)
     g = g[np.isfinite(g) & (g > 0)]
-    cap = f" at ~{np.percentile(g, 99):.3g} (99th percentile)" if g.size else ""
+    cap = f" at ~{np.percentile(g, 99):.3g} (99th percentile of the steps without a spike)" if g.size else ""
     return f"Clip the gradient norm{cap} and lower lr; check the steps of the spikes for bad batches."
 
 

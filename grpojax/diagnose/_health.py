@@ -296,7 +296,7 @@ def detect_gradient_spikes(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     ev.append(make_evidence("grad_norm", s, "number of spikes", float(spike.sum())))
     episodes += [(float(a), float(a)) for a in s[spike]]
     panel = {"grad_norm": (s, g), "spike_steps": s[spike], "median": (s, np.exp(base))}
-    return _finish(mode, ev, episodes, panel, lambda r: _advice.grad(r, run, g))
+    return _finish(mode, ev, episodes, panel, lambda r: _advice.grad(r, run, g[~spike]))
 
 
 # ----------------------------------------------------------------------------- reward components

@@ -2,8 +2,10 @@
 
 ``draw_panel(result, ax)`` draws a :class:`grpojax.diagnose.ModeResult` from its own evidence and
 ``panel_data``; ``diagnosis_dashboard(run, diagnosis)`` draws the run's reward (with the
-three-phase fit and eval points), entropy, frac_zero_std / reward_std, KL and grad norm, with each
-detected failure episode shaded in its mode's colour, plus the per-detector panels.
+three-phase fit, eval points, forecast band and the best checkpoint of a plateau), entropy,
+frac_zero_std, KL, grad norm (spikes marked), reward_std, response length and clip fraction, with
+each detected episode shaded in its detector's colour (the four failure modes and the run-health
+detectors), plus the per-mode panels.
 """
 
 from __future__ import annotations
@@ -26,12 +28,26 @@ MODE_COLORS = {
     "policy_concentration": "tab:orange",
     "dynamical_instability": "tab:brown",
 }
+HEALTH_COLORS = {
+    "length_pathology": "tab:olive",
+    "learning_plateau": "tab:cyan",
+    "clip_saturation": "tab:pink",
+    "kl_drift": "tab:green",
+    "gradient_spikes": "black",
+    "reward_imbalance": "tab:gray",
+}
 MODE_LABELS = {
     "reward_hacking": "reward hacking",
     "advantage_degeneracy": "advantage degeneracy",
     "policy_concentration": "policy concentration",
     "dynamical_instability": "dynamical instability",
     "mean_field_validity": "mean-field validity",
+    "length_pathology": "length pathology",
+    "learning_plateau": "learning plateau",
+    "clip_saturation": "clip saturation",
+    "kl_drift": "KL drift",
+    "gradient_spikes": "gradient spikes",
+    "reward_imbalance": "reward imbalance",
 }
 
 
@@ -171,13 +187,14 @@ def diagnosis_dashboard(run: RunLog, diagnosis: Diagnosis, path: str | pathlib.P
     """
     r = run
     res = diagnosis.results
-    fig, axes = plt.subplots(4, 3, figsize=(16, 15))
-    metric_axes = axes[:2].ravel()
-    shaded = {m: res[m].episodes for m in MODE_COLORS if m in res and res[m].verdict == "detected"}
+    fig, axes = plt.subplots(5, 3, figsize=(16, 19))
+    metric_axes = axes[:3].ravel()
+    colors = {**MODE_COLORS, **HEALTH_COLORS}
+    shaded = {m: res[m].episodes for m in colors if m in res and res[m].verdict == "detected" and res[m].episodes}
 
     def shade_all(ax):
         for m, eps in shaded.items():
-            _shade(ax, eps, MODE_COLORS[m])
+            _shade(ax, eps, colors[m])
 
     # 1 reward with fit and eval
     ax = metric_axes[0]
@@ -198,6 +215,10 @@ def diagnosis_dashboard(run: RunLog, diagnosis: Diagnosis, path: str | pathlib.P
             ax.fill_between(fs[ok], flo[ok], fhi[ok], color="tab:purple", alpha=0.2, lw=0,
                             label="forecast 90% band")
         ax.plot(fs, fp, ":", color="tab:purple", lw=1.3, label="forecast")
+    plateau = res.get("learning_plateau")
+    if plateau is not None and plateau.detected and "best_step" in (plateau.panel_data or {}):
+        ax.axvline(plateau.panel_data["best_step"], color=HEALTH_COLORS["learning_plateau"], ls="--", lw=1.2,
+                   label="best checkpoint (plateau)")
     ax.set_ylabel("reward")
     ax.set_title("reward", fontsize=10)
     # 2..6 single metrics
@@ -207,6 +228,9 @@ def diagnosis_dashboard(run: RunLog, diagnosis: Diagnosis, path: str | pathlib.P
         ("kl", "KL to reference (nats)", False),
         ("grad_norm", "grad norm", True),
         ("reward_std", "within-group reward std", False),
+        ("response_length", "mean response length (tokens)", False),
+        ("clip_frac", "fraction of clipped ratios", False),
+        ("response_clip_frac", "fraction of responses cut at the length cap", False),
     ]
     for ax, (col, ylabel, logy) in zip(metric_axes[1:], specs):
         data = _series(r, col)
@@ -220,6 +244,11 @@ def diagnosis_dashboard(run: RunLog, diagnosis: Diagnosis, path: str | pathlib.P
         if logy and np.all(v[np.isfinite(v)] >= 0) and np.any(v > 0):
             ax.set_yscale("symlog", linthresh=max(1e-6, float(np.min(v[v > 0]))))
         ax.plot(s, v, color="tab:gray", lw=0.9, label=f"{col} (measured)")
+        spikes = res.get("gradient_spikes")
+        if col == "grad_norm" and spikes is not None and spikes.detected:
+            at = np.asarray((spikes.panel_data or {}).get("spike_steps", []), float)
+            hit = np.isin(s, at)
+            ax.plot(s[hit], v[hit], "v", color=HEALTH_COLORS["gradient_spikes"], ms=6, label="gradient spike")
         ax.set_ylabel(ylabel)
     for ax in metric_axes:
         if ax.has_data():
@@ -227,18 +256,18 @@ def diagnosis_dashboard(run: RunLog, diagnosis: Diagnosis, path: str | pathlib.P
             ax.set_xlabel("step")
             ax.legend(fontsize=7, loc="best")
     # per-detector panels
-    for ax, m in zip(axes[2:].ravel(), list(MODE_COLORS) + ["mean_field_validity"]):
+    for ax, m in zip(axes[3:].ravel(), list(MODE_COLORS) + ["mean_field_validity"]):
         if m in res:
             draw_panel(res[m], ax)
         else:
             ax.set_visible(False)
-    axes[3, 2].axis("off")
+    axes[4, 2].axis("off")
     lines = [f"{MODE_LABELS.get(m, m.replace('_', ' '))}: {r_.verdict}" + (f" ({r_.severity:.2f})" if r_.detected else "")
              for m, r_ in res.items()]
-    axes[3, 2].text(0.0, 1.0, "\n".join(lines), va="top", family="monospace", fontsize=9,
-                    transform=axes[3, 2].transAxes)
+    axes[4, 2].text(0.0, 1.0, "\n".join(lines), va="top", family="monospace", fontsize=9,
+                    transform=axes[4, 2].transAxes)
     handles = [Patch(color=c, alpha=0.3, label=MODE_LABELS[m] + " (detected)")
-               for m, c in MODE_COLORS.items() if m in shaded]
+               for m, c in colors.items() if m in shaded]
     if handles:
         fig.legend(handles=handles, loc="upper right", fontsize=9)
     fig.suptitle(f"grpojax diagnose: {diagnosis.run}", fontsize=12)
