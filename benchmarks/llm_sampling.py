@@ -11,12 +11,17 @@ random prompts:
 
 Times are medians (and minima) over ``--repeats`` runs after one warm-up, with ``block_until_ready``.
 
+``--models`` also takes Hugging Face model folders (e.g. ``models/smollm2-135m-instruct``): both libraries load
+the same weights. torch's thread count is set explicitly (``--threads``, default the cores this process may run
+on, which XLA's CPU backend uses too) and reported with the results.
+
 ``--gpu``: additionally (on an accelerator) a Qwen2-0.5B-sized random model in bf16: tokens/s and peak
 device memory. Not run on the CPU-only project machines.
 
 Usage::
 
     .venv/bin/python benchmarks/llm_sampling.py [--batch 8 --prompt 32 --new 64 --repeats 5] [--markdown]
+    .venv/bin/python benchmarks/llm_sampling.py --models models/smollm2-135m-instruct --new 32
 """
 
 from __future__ import annotations
@@ -60,6 +65,11 @@ def _batch(vocab: int, B: int, P: int, seed: int = 0):
     return tokens, mask
 
 
+def _decode_rate(B: int, N: int, t_gen: float, t_pre: float) -> float:
+    """Decode tokens/s ``B (N - 1) / (t_generate - t_prefill)``; NaN when noise makes the difference <= 0."""
+    return B * (N - 1) / (t_gen - t_pre) if t_gen > t_pre else float("nan")
+
+
 def bench_jax(model, tokens, mask, N: int, repeats: int) -> dict:
     B, P = tokens.shape
     no_eos = [model.config.vocab_size + 7]  # never sampled: every row decodes N tokens
@@ -89,16 +99,31 @@ def bench_jax(model, tokens, mask, N: int, repeats: int) -> dict:
     gen = time_calls(run_gen, repeats)
     t_gen, t_gen_min = gen.median_s, gen.min_s
     return dict(compile_s=compile_s, compile_cpu_s=compile_cpu_s, prefill_s=t_pre, generate_s=t_gen, generate_min_s=t_gen_min,
-                prefill_tok_s=B * P / t_pre, decode_tok_s=B * (N - 1) / max(t_gen - t_pre, 1e-9),
+                prefill_tok_s=B * P / t_pre, decode_tok_s=_decode_rate(B, N, t_gen, t_pre),
                 total_tok_s=B * N / t_gen)
 
 
-def bench_torch(path: pathlib.Path, tokens, mask, N: int, repeats: int) -> dict | None:
+def cores() -> int:
+    """CPU cores this process may run on (XLA's CPU backend sizes its thread pool to these)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def model_path(name: str) -> pathlib.Path:
+    """A fixture name (``qwen2``, ``llama``) or a Hugging Face model folder."""
+    path = FIX / name if (FIX / name / "config.json").is_file() else pathlib.Path(name)
+    if not (path / "config.json").is_file():
+        fixtures = sorted(p.name for p in FIX.iterdir() if (p / "config.json").is_file())
+        raise ValueError(f"--models entry {name!r}: expected one of {fixtures} or a Hugging Face model folder")
+    return path
+
+
+def bench_torch(path: pathlib.Path, tokens, mask, N: int, repeats: int, threads: int | None = None) -> dict | None:
     try:
         import torch
         import transformers
     except ImportError:
         return None
+    torch.set_num_threads(threads or cores())
     model = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
     B, P = tokens.shape
     ids = torch.as_tensor(tokens, dtype=torch.long)
@@ -119,7 +144,7 @@ def bench_torch(path: pathlib.Path, tokens, mask, N: int, repeats: int) -> dict 
     timing = time_calls(gen, repeats)
     t_gen, t_gen_min = timing.median_s, timing.min_s
     return dict(prefill_s=t_pre, generate_s=t_gen, generate_min_s=t_gen_min, prefill_tok_s=B * P / t_pre,
-                decode_tok_s=B * (N - 1) / max(t_gen - t_pre, 1e-9), total_tok_s=B * N / t_gen,
+                decode_tok_s=_decode_rate(B, N, t_gen, t_pre), total_tok_s=B * N / t_gen,
                 attn=model.config._attn_implementation, torch=torch.__version__, threads=torch.get_num_threads())
 
 
@@ -140,22 +165,32 @@ def main(argv=None) -> dict:
     ap.add_argument("--prompt", type=int, default=32)
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--models", default="qwen2,llama")
+    ap.add_argument("--models", default="qwen2,llama",
+                    help="comma-separated fixture names (qwen2, llama) or Hugging Face model folders")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads (default: the cores this process may use, as XLA's CPU backend)")
     ap.add_argument("--gpu", action="store_true", help="also the Qwen2-0.5B-sized bf16 model (accelerator only)")
     ap.add_argument("--markdown", action="store_true", help="print a RESULTS.md section")
     ap.add_argument("--json", type=pathlib.Path, default=None)
     args = ap.parse_args(argv)
     B, P, N = args.batch, args.prompt, args.new
     print(machine_line())
+    print(f"JAX CPU cores {cores()}; torch threads {args.threads or cores()}")
     results: dict = {"batch": B, "prompt": P, "new_tokens": N, "repeats": args.repeats,
                      "jax": jax.__version__, "backend": jax.default_backend(), "machine": platform.processor(),
                      "cpus": os.cpu_count(), "loadavg_start": os.getloadavg()}
-    for name in args.models.split(","):
-        path = FIX / name
+    names = [n for n in args.models.split(",") if n]
+    try:
+        paths = [model_path(n) for n in names]
+    except ValueError as exc:
+        ap.error(str(exc))
+    results["models"] = names
+    results["jax_cpu_cores"] = cores()
+    for name, path in zip(names, paths):
         model = load_pretrained(path)
         tokens, mask = _batch(model.config.vocab_size, B, P)
         r = {"grpojax": bench_jax(model, tokens, mask, N, args.repeats),
-             "transformers": bench_torch(path, tokens, mask, N, args.repeats)}
+             "transformers": bench_torch(path, tokens, mask, N, args.repeats, args.threads)}
         results[name] = r
         print(name, json.dumps(r, indent=1))
     if args.gpu:
@@ -174,15 +209,16 @@ def markdown(res: dict, argv) -> str:
         "| model | impl | compile s wall (CPU) | prefill tok/s | decode tok/s | generate s (median / min) |",
         "|---|---|---|---|---|---|",
     ]
-    for name in ("qwen2", "llama"):
+    for name in res.get("models", ("qwen2", "llama")):
         if name not in res:
             continue
+        label = f"tiny {name}" if (FIX / name).is_dir() else pathlib.Path(name).name
         for impl in ("grpojax", "transformers"):
             r = res[name][impl]
             if r is None:
                 continue
             comp = f"{r['compile_s']:.1f} ({r['compile_cpu_s']:.1f})" if "compile_s" in r else "-"
-            lines.append(f"| tiny {name} | {impl} | {comp} | {r['prefill_tok_s']:.0f} | {r['decode_tok_s']:.0f} | "
+            lines.append(f"| {label} | {impl} | {comp} | {r['prefill_tok_s']:.0f} | {r['decode_tok_s']:.0f} | "
                          f"{r['generate_s']:.3f} / {r['generate_min_s']:.3f} |")
     return "\n".join(lines)
 

@@ -109,3 +109,101 @@ def test_kl_term_gradient_pulls_towards_reference():
     assert float(g[0, 0]) > 0 and float(g[0, 1]) < 0
     with pytest.raises(ValueError, match="needs reference"):
         grpo_loss(logp, logp, logp, None, jnp.zeros(1), mask, beta=0.1)
+
+
+# --- the trainer's update against a straightforward reference --------------------------------------------
+
+
+def _tiny_setup(tied: bool, V: int = 97, S: int = 6, P: int = 7, N: int = 5, seed: int = 0):
+    from flax import nnx
+
+    from grpojax.grpo._step import RolloutBatch
+    from grpojax.lm import CausalLM, ModelConfig
+
+    mc = ModelConfig(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, head_dim=8, tie_word_embeddings=tied, attention_bias=True,
+                     max_position_embeddings=P + N)
+    model = CausalLM(mc, rngs=nnx.Rngs(seed))
+    # larger weights than the 0.02 init, so the distributions are far from uniform
+    model = nnx.merge(*nnx.split(jax.tree.map(lambda x: x * 20.0 if x.ndim == 2 else x, model)))
+    rng = np.random.default_rng(seed)
+    lens = rng.integers(1, P + 1, S)
+    prompt = rng.integers(0, V, (S, P)).astype(np.int32)
+    pmask = np.arange(P)[None, :] >= (P - lens)[:, None]
+    prompt = np.where(pmask, prompt, 0).astype(np.int32)
+    comp = rng.integers(0, V, (S, N)).astype(np.int32)
+    cmask = np.arange(N)[None, :] < rng.integers(1, N + 1, S)[:, None]
+    old = -rng.uniform(0.5, 5.0, (S, N)).astype(np.float32)
+    ref = old + rng.normal(0.0, 0.3, (S, N)).astype(np.float32)
+    adv = rng.normal(0.0, 1.0, S).astype(np.float32)
+    batch = RolloutBatch(*(jnp.asarray(x) for x in (prompt, pmask, comp, cmask, old, ref, adv)))
+    return model, batch
+
+
+def _reference_logprobs(model, prompt, prompt_mask, completion):
+    """The plain way: full-sequence logits, a full log-softmax, gather, entropy of the log-softmax."""
+    P, N = prompt.shape[1], completion.shape[1]
+    tokens = jnp.concatenate([prompt, completion], axis=1)
+    attn = jnp.concatenate([prompt_mask, jnp.ones(completion.shape, bool)], axis=1)
+    positions = jnp.maximum(jnp.cumsum(attn.astype(jnp.int32), axis=1) - 1, 0).astype(jnp.int32)
+    logits, _ = model(tokens, positions, attention_mask=attn)
+    logz = jax.nn.log_softmax(logits[:, P - 1 : P - 1 + N], axis=-1)
+    logp = jnp.take_along_axis(logz, completion[..., None], axis=-1)[..., 0]
+    return logp, -jnp.sum(jnp.exp(logz) * logz, axis=-1)
+
+
+def _reference_loss(logp, old, ref, adv, mask, beta, eps_low, eps_high):
+    """Per-token clipped surrogate + beta k3, mean over each sequence's tokens, then over sequences."""
+    ratio = jnp.exp(logp - old)
+    a = adv[:, None]
+    surr = jnp.minimum(ratio * a, jnp.clip(ratio, 1 - eps_low, 1 + eps_high) * a)
+    d = ref - logp
+    per = -surr + beta * (jnp.exp(d) - d - 1)
+    m = mask.astype(jnp.float32)
+    return jnp.mean(jnp.sum(per * m, axis=1) / jnp.sum(m, axis=1))
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_completion_logprobs_match_full_logits_reference(tied):
+    from grpojax.grpo._step import completion_logprobs
+
+    model, b = _tiny_setup(tied)
+    logp, ent = jax.jit(completion_logprobs)(model, b.prompt, b.prompt_mask, b.completion)
+    want_lp, want_ent = jax.jit(_reference_logprobs)(model, b.prompt, b.prompt_mask, b.completion)
+    assert logp.dtype == ent.dtype == jnp.float32
+    assert float(jnp.std(want_ent)) > 0.1  # not a near-uniform model
+    np.testing.assert_allclose(logp, want_lp, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(ent, want_ent, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("fresh", [True, False])
+def test_grpo_update_gradient_matches_reference(tied, fresh):
+    import optax
+    from flax import nnx
+
+    from grpojax.grpo._step import make_grpo_update
+
+    model, b = _tiny_setup(tied)
+    beta, eps_lo, eps_hi = 0.05, 0.2, 0.28
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+
+    def ref_loss(p):
+        m = nnx.merge(graphdef, p, rest)
+        logp, _ = _reference_logprobs(m, b.prompt, b.prompt_mask, b.completion)
+        old = jax.lax.stop_gradient(logp) if fresh else b.old_logp
+        return _reference_loss(logp, old, b.ref_logp, b.adv, b.completion_mask, beta, eps_lo, eps_hi)
+
+    want_loss, want_g = jax.jit(jax.value_and_grad(ref_loss))(params)
+    lr = 1.0  # SGD with unit rate: the step is minus the gradient (no rounding of a rescale)
+    update = make_grpo_update(graphdef, optax.sgd(lr), beta=beta, eps_low=eps_lo, eps_high=eps_hi,
+                              aggregation="seq_mean_token_mean")
+    copy = jax.tree.map(jnp.copy, params)
+    new, _, m = update(copy, optax.sgd(lr).init(params), rest, b, jnp.asarray(fresh))
+    assert bool(m.finite)
+    np.testing.assert_allclose(float(m.terms.loss), float(want_loss), rtol=1e-6, atol=1e-7)
+    gnorm = float(optax.tree.norm(want_g))
+    assert gnorm > 1e-3
+    np.testing.assert_allclose(float(m.grad_norm), gnorm, rtol=1e-5)
+    for got_p, p0, g in zip(jax.tree.leaves(new), jax.tree.leaves(params), jax.tree.leaves(want_g)):
+        np.testing.assert_allclose((p0 - got_p) / lr, g, rtol=0, atol=1e-6 * max(1.0, gnorm))

@@ -54,10 +54,18 @@ def token_logprobs(logits: Array, targets: Array) -> tuple[Array, Array]:
     Returns:
       ``(logp, entropy)``, both ``(..., N)`` float32.
     """
-    logz = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    logp = jnp.take_along_axis(logz, targets[..., None].astype(jnp.int32), axis=-1)[..., 0]
-    entropy = -jnp.sum(jnp.exp(logz) * logz, axis=-1)
+    logits = logits.astype(jnp.float32)
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    logp = jnp.take_along_axis(logits, targets[..., None].astype(jnp.int32), axis=-1)[..., 0] - lse
+    entropy = _entropy(logits, lse)
     return logp, entropy
+
+
+def _entropy(logits: Array, lse: Array) -> Array:
+    """``H = -sum_v p_v log p_v = lse - sum_v p_v z_v`` with ``p = softmax(z)``: one pass over the vocabulary
+    reusing the log-partition ``lse``, no ``(..., V)`` log-softmax kept alive for the gradient."""
+    p = jnp.exp(logits - lse[..., None])
+    return lse - jnp.sum(p * logits, axis=-1)
 
 
 def k3_kl(logp: Array, ref_logp: Array) -> Array:

@@ -44,14 +44,18 @@ class RolloutBatch(NamedTuple):
 
 
 def completion_logprobs(model, prompt, prompt_mask, completion) -> tuple[Array, Array]:
-    """Teacher-forced ``(logp, entropy)`` of the completion tokens, each ``(S, N)`` float32."""
+    """Teacher-forced ``(logp, entropy)`` of the completion tokens, each ``(S, N)`` float32.
+
+    Only the ``N`` positions that predict completion tokens go through the final norm and the output
+    projection (the prompt's logits are never formed): the same values as slicing the full logits.
+    """
     P = prompt.shape[1]
     N = completion.shape[1]
     tokens = jnp.concatenate([prompt, completion], axis=1).astype(jnp.int32)
     attn = jnp.concatenate([prompt_mask, jnp.ones(completion.shape, jnp.bool_)], axis=1)
     positions = jnp.maximum(jnp.cumsum(attn.astype(jnp.int32), axis=1) - 1, 0).astype(jnp.int32)
-    logits, _ = model(tokens, positions, attention_mask=attn)
-    return token_logprobs(logits[:, P - 1 : P - 1 + N], completion)
+    h = model._hidden(tokens, positions, attn)
+    return token_logprobs(model._logits(h[:, P - 1 : P - 1 + N]), completion)
 
 
 def make_logprob_fn(graphdef):

@@ -21,6 +21,17 @@ def _lead(v: jnp.ndarray, ndim: int) -> jnp.ndarray:
     return v.reshape((1,) * (ndim - v.ndim) + v.shape)
 
 
+def _matmul_2d(x: jnp.ndarray, w: jnp.ndarray, out_dtype=None) -> jnp.ndarray:
+    """``x (..., in) @ w (in, out) -> (..., out)`` as one 2-D matrix product over the flattened leading axes.
+
+    Same values as ``jnp.dot(x, w)``; the 2-D form spares XLA's CPU backend the transposes it otherwise
+    inserts around the weight gradient of a rank-3 product (about a fifth of a small model's backward pass).
+    """
+    lead = x.shape[:-1]
+    y = jnp.dot(x.reshape(-1, x.shape[-1]), w, preferred_element_type=out_dtype)
+    return y.reshape(*lead, w.shape[-1])
+
+
 def param(rngs: nnx.Rngs | None, shape, spec, param_dtype, *, init: str = "normal") -> nnx.Param:
     """A parameter of ``shape`` annotated with partition spec ``spec`` (not placed on any mesh)."""
     if init == "ones":
@@ -42,7 +53,7 @@ class Linear(nnx.Module):
 
     def __call__(self, x: jnp.ndarray, *, out_dtype=None) -> jnp.ndarray:
         """``x (..., in) -> (..., out)`` computed in ``dtype`` (accumulated as ``out_dtype`` if given)."""
-        y = jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype), preferred_element_type=out_dtype)
+        y = _matmul_2d(x.astype(self.dtype), self.kernel[...].astype(self.dtype), out_dtype)
         if self.bias is not None:
             y = y + _lead(self.bias[...].astype(y.dtype), y.ndim)
         return y
@@ -61,9 +72,7 @@ class Embed(nnx.Module):
 
     def attend(self, h: jnp.ndarray) -> jnp.ndarray:
         """Tied output projection ``h E^T`` in float32: ``(B, T, D) -> (B, T, V)``."""
-        return jnp.dot(
-            h.astype(self.dtype), self.embedding[...].astype(self.dtype).T, preferred_element_type=jnp.float32
-        )
+        return _matmul_2d(h.astype(self.dtype), self.embedding[...].astype(self.dtype).T, jnp.float32)
 
 
 class RMSNorm(nnx.Module):

@@ -115,16 +115,13 @@ class CausalLM(nnx.Module):
         elif attention_mask.shape != (B, T):
             raise ValueError(f"attention_mask has shape {attention_mask.shape}, expected {(B, T)}")
         attention_mask = attention_mask.astype(jnp.bool_)
-        h = self.embed_tokens(tokens.astype(jnp.int32))
-        cos, sin = rope_cos_sin(self.config, positions.astype(jnp.int32), self.dtype)
-        t_idx = jnp.arange(T, dtype=jnp.int32)
         if cache is None:
-            causal = t_idx[None, :] <= t_idx[:, None]  # (T, T): key s <= query t
-            mask = causal[None] & attention_mask[:, None, :]
-            for layer in self.layers:
-                h, _ = layer(h, cos, sin, mask)
+            h = self._hidden(tokens, positions, attention_mask)
             new_cache = None
         else:
+            h = self.embed_tokens(tokens.astype(jnp.int32))
+            cos, sin = rope_cos_sin(self.config, positions.astype(jnp.int32), self.dtype)
+            t_idx = jnp.arange(T, dtype=jnp.int32)
             if len(cache.k) != len(self.layers) or cache.mask.shape[0] != B:
                 raise ValueError(
                     f"cache has {len(cache.k)} layers and batch {cache.mask.shape[0]}; "
@@ -145,12 +142,32 @@ class CausalLM(nnx.Module):
             new_cache = KVCache(k=tuple(ks), v=tuple(vs), mask=kv_mask, end=end + jnp.int32(T))
         if last_only:
             h = h[:, -1:]
+        return self._logits(h), new_cache
+
+    def _hidden(self, tokens: jnp.ndarray, positions: jnp.ndarray, attention_mask: jnp.ndarray) -> jnp.ndarray:
+        """Last decoder layer's output ``(B, T, D)`` (before the final norm), no cache: what ``__call__``
+        turns into logits. A loss that needs the logits of a few positions only slices this first and
+        calls :meth:`_logits` on the slice (the output projection is the largest product for big vocabularies)."""
+        tokens = jnp.asarray(tokens)
+        T = tokens.shape[1]
+        attention_mask = jnp.asarray(attention_mask).astype(jnp.bool_)
+        h = self.embed_tokens(tokens.astype(jnp.int32))
+        cos, sin = rope_cos_sin(self.config, positions.astype(jnp.int32), self.dtype)
+        t_idx = jnp.arange(T, dtype=jnp.int32)
+        causal = t_idx[None, :] <= t_idx[:, None]  # (T, T): key s <= query t
+        mask = causal[None] & attention_mask[:, None, :]
+        for layer in self.layers:
+            h, _ = layer(h, cos, sin, mask)
+        return h
+
+    def _logits(self, h: jnp.ndarray) -> jnp.ndarray:
+        """Final norm and output projection: hidden states ``(B, T, D)`` -> float32 logits ``(B, T, V)``."""
         h = self.norm(h)
         if self.lm_head is None:
             logits = self.embed_tokens.attend(h)
         else:
             logits = self.lm_head(h, out_dtype=jnp.float32)
-        return logits.astype(jnp.float32), new_cache
+        return logits.astype(jnp.float32)
 
 
 def _update_cols(x: jnp.ndarray, cols: jnp.ndarray, start: jnp.ndarray) -> jnp.ndarray:
