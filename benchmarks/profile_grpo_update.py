@@ -15,9 +15,16 @@ alternating the parts round-robin so that load drifts hit every part alike:
   ``float`` of the gradient norm, ``bool`` of the finite flag, the learning-rate schedule, the ``fresh``
   flag upload), on an already computed result;
 - ``update as in trainer``: the trainer loop's whole update line, call and metric reads together;
-- ``step as in trainer``: rollout, then the update as the trainer does it.
+- ``step as in trainer``: rollout, then the update as the trainer does it;
+- ``update, prompt trimmed``: the jitted update on the same batch with the prompt's all-padding columns
+  removed (prompts padded to the batch's longest prompt instead of ``data.max_prompt_len``);
+- ``matmul reference``: one ``(tokens x hidden) @ (hidden x intermediate)`` product, the model's most
+  common matrix shape, as an estimate of the floating-point rate this machine reaches on such shapes.
 
-Prints a table of medians (and minima) in milliseconds; ``--json`` writes the numbers too.
+For the jitted parts, XLA's cost analysis gives the floating-point operations, hence GFLOP/s: a part running
+near the matmul reference's rate is bound by arithmetic, not by overheads; the update's floating-point
+operations at that rate give a floor for its time. Prints a table of medians (and minima) in milliseconds,
+with each part's first call (compilation included) apart; ``--json`` writes the numbers too.
 ``--pretrained PATH`` profiles a Hugging Face model folder instead (e.g. ``models/smollm2-135m-instruct``).
 
 Usage:
@@ -33,6 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -60,8 +68,10 @@ def build_trainer(out_dir: str, *, pretrained: str | None, prompts: int, group: 
     return GRPOTrainer(cfg, out_dir)
 
 
-def parts(tr) -> dict:
-    """Zero-argument callables, one per part, each returning what must be waited for."""
+def parts(tr, compile_s: dict) -> tuple[dict, Callable[[], dict], int]:
+    """``(parts, flops, cut)``: zero-argument callables, one per part, each returning what must be waited for;
+    a function giving the floating-point operations of the jitted ones; the number of prompt columns the
+    trimmed batch drops. ``compile_s`` receives the first call of the trainer's update, made here."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -98,8 +108,10 @@ def parts(tr) -> dict:
     params = jax.tree.map(jnp.copy, tr.params)
     opt_state = jax.tree.map(jnp.copy, tr.opt_state)
     state = {"params": jax.tree.map(jnp.copy, tr.params), "opt": jax.tree.map(jnp.copy, tr.opt_state)}
+    t0 = time.perf_counter()
     _, _, m0 = tr.update(jax.tree.map(jnp.copy, params), jax.tree.map(jnp.copy, opt_state), rest, batch, fresh)
     jax.block_until_ready(m0)
+    compile_s["update (jit)"] = time.perf_counter() - t0  # the trainer's update compiles here
     prompt, pmask = np.asarray(batch.prompt), np.asarray(batch.prompt_mask)
 
     def update_jit():
@@ -135,7 +147,29 @@ def parts(tr) -> dict:
     def generate():
         return tr._sample(tr.params, prompt, pmask, key=jax.random.key(0))
 
-    return {
+    cut = int(pmask.shape[1] - pmask.sum(1).max())  # leading columns that are padding in every row
+    trimmed = batch._replace(prompt=batch.prompt[:, cut:], prompt_mask=batch.prompt_mask[:, cut:])
+    state_t = {"params": jax.tree.map(jnp.copy, tr.params), "opt": jax.tree.map(jnp.copy, tr.opt_state)}
+
+    def update_trimmed():
+        state_t["params"], state_t["opt"], m = tr.update(state_t["params"], state_t["opt"], rest, trimmed, fresh)
+        return m
+
+    c = tr.model_config
+    tokens = int(np.prod(batch.prompt.shape)) + int(np.prod(batch.completion.shape))
+    x = jnp.ones((tokens, c.hidden_size), jnp.float32)
+    w = jnp.ones((c.hidden_size, c.intermediate_size), jnp.float32)
+    matmul = jax.jit(lambda x, w: x @ w)
+
+    flops = lambda: {  # noqa: E731 - called after the timing, so that the first calls above time the compiles
+        "forward": _flops(fwd, params, rest, batch, fresh),
+        "forward+backward": _flops(fwd_bwd, params, rest, batch, fresh),
+        "optimiser": _flops(opt_j, grads, opt_state, params),
+        "update (jit)": _flops(tr.update, params, opt_state, rest, batch, fresh),
+        "update, prompt trimmed": _flops(tr.update, params, opt_state, rest, trimmed, fresh),
+        "matmul reference": _flops(matmul, x, w),
+    }
+    parts_ = {
         "rollout": rollout,
         "generate": generate,
         "forward": lambda: fwd(params, rest, batch, fresh),
@@ -146,7 +180,20 @@ def parts(tr) -> dict:
         "metrics to host": lambda: metrics(m0),
         "update as in trainer": update_trainer,
         "step as in trainer": step,
+        "update, prompt trimmed": update_trimmed,
+        "matmul reference": lambda: matmul(x, w),
     }
+    return parts_, flops, cut
+
+
+def _flops(fn, *args) -> float | None:
+    """Floating-point operations of one call of the jitted ``fn`` (XLA's cost analysis), if it reports them."""
+    try:
+        cost = fn.lower(*args).compile().cost_analysis()
+    except Exception:  # noqa: BLE001 - a backend without cost analysis: no rate column
+        return None
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    return float(cost["flops"]) if cost and "flops" in cost else None
 
 
 NO_WAIT = ("update dispatch",)
@@ -188,17 +235,34 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as d:
         tr = build_trainer(d, pretrained=args.pretrained, prompts=args.prompts, group=args.group, new=args.new)
         tr.rollout(0)
-        res = profile(parts(tr), args.repeats)
+        first: dict = {}
+        fns, flops_of, cut = parts(tr, first)
+        res = profile(fns, args.repeats)
+        for k, v in first.items():
+            res[k]["first_ms"] = 1e3 * v
+        flops = flops_of()
+    for k, v in res.items():
+        v["gflop"] = None if flops.get(k) is None else flops[k] / 1e9
+        v["gflop_per_s"] = None if flops.get(k) is None else flops[k] / (v["min_ms"] / 1e3) / 1e9
     S = args.prompts * args.group
     print(f"S={S} sequences, prompt {tr.batch.prompt.shape[1]} + completion {tr.batch.completion.shape[1]} "
-          f"tokens, vocabulary {tr.model_config.vocab_size}; {args.repeats} repeats, parts interleaved")
-    print(f"{'part':<24}{'median ms':>11}{'min ms':>9}{'first ms':>10}")
+          f"tokens (trimmed prompt: {tr.batch.prompt.shape[1] - cut}), vocabulary {tr.model_config.vocab_size}; "
+          f"{args.repeats} repeats, parts interleaved")
+    print(f"{'part':<24}{'median ms':>11}{'min ms':>9}{'first ms':>10}{'GFLOP':>8}{'GFLOP/s (at min)':>18}")
     for k, v in res.items():
-        print(f"{k:<24}{v['median_ms']:>11.2f}{v['min_ms']:>9.2f}{v['first_ms']:>10.0f}")
+        fl = "" if v["gflop"] is None else f"{v['gflop']:>8.2f}{v['gflop_per_s']:>18.1f}"
+        print(f"{k:<24}{v['median_ms']:>11.2f}{v['min_ms']:>9.2f}{v['first_ms']:>10.0f}{fl}")
     u, fb, o = (res[k]["median_ms"] for k in ("update (jit)", "forward+backward", "optimiser"))
     print(f"update (jit) - forward+backward - optimiser = {u - fb - o:.2f} ms (clipping, finiteness guard, "
           f"fusion differences); update as in trainer - update (jit) = "
           f"{res['update as in trainer']['median_ms'] - u:.2f} ms (host reads of the metrics)")
+    ref = res["matmul reference"]["gflop_per_s"]
+    if ref and res["update (jit)"]["gflop"]:
+        f, fb_ = res["forward"]["gflop_per_s"], res["forward+backward"]["gflop_per_s"]
+        print(f"rates at min: forward {f:.0f}, forward+backward {fb_:.0f}, matmul reference {ref:.0f} GFLOP/s; "
+              f"the update's {res['update (jit)']['gflop']:.2f} GFLOP at the reference rate take "
+              f"{res['update (jit)']['gflop'] / ref * 1e3:.1f} ms (its floor on this machine), "
+              f"{res['update, prompt trimmed']['gflop'] / ref * 1e3:.1f} ms with the prompt trimmed")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(res, indent=1))
     return 0
