@@ -224,8 +224,8 @@ def main(argv=None) -> int:
             "",
             f"Setup: random-init Qwen2 (hidden {ARCH['hidden_size']}, {ARCH['num_hidden_layers']} layers, "
             f"4/2 heads, SwiGLU {ARCH['intermediate_size']}, tied, word tokenizer), B={B} prompts x G={G}, "
-            f"max_new_tokens={NEW}, T=1, beta=0 (no reference model on either side), K_ref=1, AdamW. Medians over {args.steps} steps after "
-            f"{args.warmup} warm-up (compile) steps.", "",
+            f"max_new_tokens={NEW}, T=1, beta=0 (no reference model on either side), K_ref=1, AdamW. Medians over "
+            f"{args.steps} steps after {args.warmup} warm-up (compile) steps.", "",
             "| trainer | median s/step | min s/step | first steps (s) | build (s) |", "|---|---|---|---|---|",
             f"| grpojax (jit, CPU) | {g['median_step_s']:.3f} | {g['min_step_s']:.3f} | "
             f"{', '.join(f'{x:.1f}' for x in g['first_steps_s'])} | {g['build_s']:.1f} |",
@@ -235,7 +235,10 @@ def main(argv=None) -> int:
             lines.append(f"| TRL GRPOTrainer (torch CPU) | {t['median_step_s']:.3f} | {t['min_step_s']:.3f} | "
                          f"{', '.join(f'{x:.1f}' for x in t['first_steps_s'])} | {t['build_s']:.1f} |")
             lines += ["", f"grpojax / TRL median step time: {g['median_step_s'] / t['median_step_s']:.2f}x "
-                          f"(grpojax rollout {g['median_rollout_s']:.3f} s + update {g['median_update_s']:.3f} s)."]
+                          f"(grpojax rollout {g['median_rollout_s']:.3f} s + update {g['median_update_s']:.3f} s; "
+                          f"TRL rollout {t['median_rollout_s']:.3f} s + update {t['median_update_s']:.3f} s, "
+                          f"torch {t['torch_threads']} threads; compile / warm-up: grpojax {g['compile_s']:.1f} s, "
+                          f"TRL {t['compile_s']:.1f} s)."]
         lines += ["", "GPU (Qwen2-0.5B-sized random-init model): not measured -- no GPU was lent to this task.", ""]
         with open(REPO / "benchmarks" / "RESULTS.md", "a") as f:
             f.write("\n".join(lines))

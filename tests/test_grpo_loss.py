@@ -207,3 +207,28 @@ def test_grpo_update_gradient_matches_reference(tied, fresh):
     np.testing.assert_allclose(float(m.grad_norm), gnorm, rtol=1e-5)
     for got_p, p0, g in zip(jax.tree.leaves(new), jax.tree.leaves(params), jax.tree.leaves(want_g)):
         np.testing.assert_allclose((p0 - got_p) / lr, g, rtol=0, atol=1e-6 * max(1.0, gnorm))
+
+
+def test_grpo_update_non_finite_leaves_state_unchanged():
+    import optax
+    from flax import nnx
+
+    from grpojax.grpo._step import make_grpo_update
+
+    model, b = _tiny_setup(True)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    tx = optax.adamw(1e-2)
+    update = make_grpo_update(graphdef, tx, beta=0.0, eps_low=0.2, eps_high=0.2, aggregation="token_mean")
+    p, o, m = update(jax.tree.map(jnp.copy, params), tx.init(params), rest, b, jnp.asarray(True))
+    assert bool(m.finite)
+    before = jax.tree.map(np.asarray, (p, o))
+    bad = b._replace(adv=b.adv.at[0].set(jnp.nan))
+    p2, o2, m2 = update(p, o, rest, bad, jnp.asarray(False))
+    assert not bool(m2.finite) and np.isnan(float(m2.terms.loss))
+    for x, y in zip(jax.tree.leaves(before), jax.tree.leaves((p2, o2))):
+        assert x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+    # and a finite step after it moves the parameters again
+    p3, _, m3 = update(p2, o2, rest, b, jnp.asarray(False))
+    assert bool(m3.finite)
+    assert any(not np.array_equal(x, y) for x, y in zip(jax.tree.leaves(before[0]), jax.tree.leaves(p3)))

@@ -102,18 +102,27 @@ def make_grpo_update(graphdef, tx: optax.GradientTransformation, *, beta, eps_lo
         )
         return terms.loss, terms
 
-    def step(params, opt_state, rest, batch: RolloutBatch, fresh):
-        (_, terms), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, rest, batch, fresh)
-        gnorm = optax.tree.norm(grads)
+    def apply(operands):
+        grads, opt_state, params = operands
         # optax is not clean under strict dtype promotion (adam's bias correction raises a Python float
         # to the int32 step count): only the optimiser call runs under standard promotion.
         with jax.numpy_dtype_promotion("standard"):
             updates, new_opt = tx.update(grads, opt_state, params)
             new_params = optax.apply_updates(params, updates)
+        # the optimiser may hand back other dtypes / weak types (a Python-float schedule): cast to the state's
+        return (jax.tree.map(lambda new, old: new.astype(old.dtype), new_params, params),
+                jax.tree.map(lambda new, old: jnp.asarray(new, old.dtype), new_opt, opt_state))
+
+    def keep(operands):
+        _, opt_state, params = operands
+        return params, opt_state
+
+    def step(params, opt_state, rest, batch: RolloutBatch, fresh):
+        (_, terms), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, rest, batch, fresh)
+        gnorm = optax.tree.norm(grads)
         finite = jnp.isfinite(terms.loss) & jnp.isfinite(gnorm)
-        keep = lambda new, old: jnp.where(finite, new, old)  # noqa: E731
-        new_params = jax.tree.map(keep, new_params, params)
-        new_opt = jax.tree.map(keep, new_opt, opt_state)
+        # a branch, not a select over every parameter and moment: the guard costs no pass over the state
+        new_params, new_opt = jax.lax.cond(finite, apply, keep, (grads, opt_state, params))
         return new_params, new_opt, UpdateMetrics(terms, gnorm, finite)
 
     out_sh = None if param_sharding is None else (param_sharding, opt_sharding, None)
