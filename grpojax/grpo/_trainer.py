@@ -216,7 +216,6 @@ class GRPOTrainer:
         self.opt_state = self._init_opt(self.tx, self.params)
         self.ref_params = jax.tree.map(jnp.copy, self.params) if self._use_ref else None
         self.batch = self._empty_batch()
-        self._gen_kwargs = {"pad_id": self.codec.pad_id, "buckets": (cfg.data.max_prompt_len,)}
         self.stop_ids = self.codec.stop_ids
         self.key = jax.random.key(cfg.seed)
 
@@ -344,7 +343,39 @@ class GRPOTrainer:
             ids = self._prompt_ids(p.question)
             toks[i, Pn - len(ids):] = ids
             mask[i, Pn - len(ids):] = True
-        return np.repeat(toks, repeat, 0), np.repeat(mask, repeat, 0)
+        w = self._prompt_width(mask)  # drop the all-padding columns on the left
+        return np.repeat(toks[:, Pn - w:], repeat, 0), np.repeat(mask[:, Pn - w:], repeat, 0)
+
+    def _prompt_width(self, mask: np.ndarray) -> int:
+        """Columns a left-padded prompt batch keeps: its longest prompt, rounded up to a geometric bucket.
+
+        A prompt of ``n`` tokens, ``2^k <= n < 2^(k+1)``, is padded to a multiple of ``2^(k-3)`` (at most an
+        eighth of padding), so a run with varying prompt lengths compiles only a few batch shapes.
+        """
+        limit = self.cfg.data.max_prompt_len
+        n = int(mask.sum(1).max()) if mask.size else 0
+        if n == 0:
+            return limit
+        q = 1 << max(0, n.bit_length() - 4)
+        return min(limit, -(-n // q) * q)
+
+    def _full_width(self, batch: RolloutBatch) -> RolloutBatch:
+        """``batch`` with its prompt left-padded back to ``data.max_prompt_len`` (the checkpointed shape)."""
+        pad = self.cfg.data.max_prompt_len - batch.prompt.shape[1]
+        if pad == 0:
+            return batch
+        prompt = np.pad(to_host(batch.prompt), ((0, 0), (pad, 0)), constant_values=self.codec.pad_id)
+        mask = np.pad(to_host(batch.prompt_mask), ((0, 0), (pad, 0)), constant_values=False)
+        return batch._replace(prompt=self._put(prompt), prompt_mask=self._put(mask))
+
+    def _trimmed(self, batch: RolloutBatch) -> RolloutBatch:
+        """``batch`` with the all-padding prompt columns dropped (see :meth:`_prompt_width`)."""
+        mask = to_host(batch.prompt_mask)
+        w = self._prompt_width(mask)
+        if w == mask.shape[1]:
+            return batch
+        prompt = to_host(batch.prompt)[:, -w:]
+        return batch._replace(prompt=self._put(prompt), prompt_mask=self._put(mask[:, -w:]))
 
     def _put(self, x):
         return to_global(x, batch_sharding(self.mesh, np.shape(x)))
@@ -355,7 +386,7 @@ class GRPOTrainer:
         out = generate(
             model, self._put(prompt), self._put(mask), key=key, max_new_tokens=s.max_new_tokens,
             temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, greedy=greedy, eos_id=self.stop_ids,
-            **self._gen_kwargs,
+            pad_id=self.codec.pad_id, buckets=(np.shape(prompt)[1],),
         )
         return out.completion, out.logprobs, out.completion_mask
 
@@ -480,13 +511,13 @@ class GRPOTrainer:
     # ------------------------------------------------------------------ state
     def state(self) -> dict:
         return {"params": self.params, "opt_state": self.opt_state, "ref_params": self.ref_params,
-                "batch": self.batch}
+                "batch": self._full_width(self.batch)}
 
     def _set_state(self, st: dict) -> None:
         self.params = to_global(st["params"], self.param_sh)
         self.opt_state = to_global(st["opt_state"], self.opt_sh)
         self.ref_params = st["ref_params"]
-        self.batch = RolloutBatch(*st["batch"])
+        self.batch = self._trimmed(RolloutBatch(*st["batch"]))
 
     def log_header(self) -> dict:
         """The run log's header: ``{"_grpojax": {version, name, format, source, meta}}`` (grpojax.logs)."""
@@ -684,12 +715,12 @@ class GRPOTrainer:
                 t1 = time.perf_counter()
                 self.params, self.opt_state, m = self.update(self.params, self.opt_state, self.rest, self.batch,
                                                              jnp.asarray(cycle == 0))
-                terms = jax.tree.map(to_host, m.terms)
-                finite = bool(m.finite)
+                terms, grad_norm, finite = jax.tree.map(to_host, (m.terms, m.grad_norm, m.finite))
+                finite = bool(finite)
                 rec.update({
                     "loss": float(terms.loss), "kl": float(terms.kl) if self._use_ref else math.nan,
                     "entropy": float(terms.entropy),
-                    "grad_norm": float(m.grad_norm), "lr": float(self.schedule(step - 1)),
+                    "grad_norm": float(grad_norm), "lr": float(self.schedule(step - 1)),
                     "is_ratio_mean": float(terms.is_ratio_mean), "is_ratio_max": float(terms.is_ratio_max),
                     "clip_frac": float(terms.clip_frac), "refresh_lag": cycle,
                     "timing_s/update": time.perf_counter() - t1,
