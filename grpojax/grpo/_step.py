@@ -54,8 +54,8 @@ def completion_logprobs(model, prompt, prompt_mask, completion) -> tuple[Array, 
     tokens = jnp.concatenate([prompt, completion], axis=1).astype(jnp.int32)
     attn = jnp.concatenate([prompt_mask, jnp.ones(completion.shape, jnp.bool_)], axis=1)
     positions = jnp.maximum(jnp.cumsum(attn.astype(jnp.int32), axis=1) - 1, 0).astype(jnp.int32)
-    h = model._hidden(tokens, positions, attn)
-    return token_logprobs(model._logits(h[:, P - 1 : P - 1 + N]), completion)
+    h = model.hidden_states(tokens, positions, attn)
+    return token_logprobs(model.logits_from_hidden(h[:, P - 1 : P - 1 + N]), completion)
 
 
 def make_logprob_fn(graphdef):

@@ -116,7 +116,7 @@ class CausalLM(nnx.Module):
             raise ValueError(f"attention_mask has shape {attention_mask.shape}, expected {(B, T)}")
         attention_mask = attention_mask.astype(jnp.bool_)
         if cache is None:
-            h = self._hidden(tokens, positions, attention_mask)
+            h = self.hidden_states(tokens, positions, attention_mask)
             new_cache = None
         else:
             h = self.embed_tokens(tokens.astype(jnp.int32))
@@ -142,12 +142,15 @@ class CausalLM(nnx.Module):
             new_cache = KVCache(k=tuple(ks), v=tuple(vs), mask=kv_mask, end=end + jnp.int32(T))
         if last_only:
             h = h[:, -1:]
-        return self._logits(h), new_cache
+        return self.logits_from_hidden(h), new_cache
 
-    def _hidden(self, tokens: jnp.ndarray, positions: jnp.ndarray, attention_mask: jnp.ndarray) -> jnp.ndarray:
-        """Last decoder layer's output ``(B, T, D)`` (before the final norm), no cache: what ``__call__``
-        turns into logits. A loss that needs the logits of a few positions only slices this first and
-        calls :meth:`_logits` on the slice (the output projection is the largest product for big vocabularies)."""
+    def hidden_states(self, tokens: jnp.ndarray, positions: jnp.ndarray, attention_mask: jnp.ndarray) -> jnp.ndarray:
+        """Last decoder layer's output ``(B, T, D)`` (before the final norm), no cache.
+
+        This is what ``__call__`` turns into logits. A loss that needs the logits of a few positions only
+        slices it first and calls :meth:`logits_from_hidden` on the slice (for a large vocabulary the output
+        projection is the largest product of the model).
+        """
         tokens = jnp.asarray(tokens)
         T = tokens.shape[1]
         attention_mask = jnp.asarray(attention_mask).astype(jnp.bool_)
@@ -160,7 +163,7 @@ class CausalLM(nnx.Module):
             h, _ = layer(h, cos, sin, mask)
         return h
 
-    def _logits(self, h: jnp.ndarray) -> jnp.ndarray:
+    def logits_from_hidden(self, h: jnp.ndarray) -> jnp.ndarray:
         """Final norm and output projection: hidden states ``(B, T, D)`` -> float32 logits ``(B, T, V)``."""
         h = self.norm(h)
         if self.lm_head is None:
