@@ -66,9 +66,8 @@ def test_window_interval_coverage_fast():
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=False, reason=(
-    "measured: the creep model's 90% window intervals cover 66% (prefix 0.25) and 82% (prefix 0.5) of 240 "
-    "simulated runs, below the 85-95% band: the importance-sampled posterior is too narrow (see "
-    "test_identifiable_summaries_only)"))
+    "before broad rate/plateau priors and adaptive importance sampling: 66% (prefix 0.25) and 82% (prefix 0.5) "
+    "of 240 runs; after, on 60 runs of another seed: 83% and 88%; not yet re-measured on these 240 runs"))
 @pytest.mark.parametrize("prefix", [0.25, 0.5])
 def test_window_interval_coverage_200(prefix):
     """240 simulated runs per prefix: the 90% window intervals cover 85–95% of realised window means."""
