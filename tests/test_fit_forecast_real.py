@@ -86,9 +86,10 @@ def test_collapse_is_flagged_or_covered():
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "known limitation of the creep posterior: the one-proposal importance sampler misses the low tail of the "
-    "plateau ridge (p* trades off against the mixture weight and the creep rates), giving a 90% lower bound "
-    "of ~0.835 where a NUTS reference on the same posterior gives 0.812; the status still says ok"))
+    "known limitation of the creep posterior: p* trades off against the mixture weight and the creep rates, "
+    "and on this clean single exponential (plateau 0.8, half the run as prefix) the broad rate priors let the "
+    "posterior put the plateau above the data: measured 90% interval of p* (0.849, 0.977), status "
+    "weak_posterior (the flag says the interval may be too narrow)"))
 def test_identifiable_summaries_only():
     s = np.arange(1.0, 121.0)
     y = 0.8 - 0.5 * np.exp(-s / 20.0) + 0.01 * np.random.default_rng(2).standard_normal(s.size)
