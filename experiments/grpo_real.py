@@ -30,7 +30,7 @@ Two parts, both on the shipped ``smollm2-arith`` config (few-shot arithmetic, 8 
 
 ``--quick`` (CPU, <= 30 minutes on an idle 2-core machine): 100 held-out problems, 8 AdamW steps of
 4 prompts x 4 completions; a 2 x 2 sweep (K_ref in {1, 4}, eta in {0.3, 3} x the predicted eta* at
-K_ref = 4) of 8 updates each; K from 12 Lanczos steps. Full mode (sized for one GPU, see
+K_ref = 4) of 8 updates each; K from 8 Lanczos steps. Full mode (sized for one GPU, see
 ``benchmarks/device_grpo_real.sh``): 400 held-out problems, 60 steps of 8 x 8, K_ref in {1, 2, 4, 8}
 x 6 learning rates, 24 updates each, 30 Lanczos steps. ``--baseline`` only measures the starting greedy
 accuracy (the number in the config's comment).
@@ -59,7 +59,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MU = 0.9
 
 QUICK = dict(n_eval=100, learn_steps=8, prompts=4, group=4, sweep_steps=8, k_refs=(1, 4),
-             eta_factors=(0.3, 3.0), lanczos=12, eval_batch=50)
+             eta_factors=(0.3, 3.0), lanczos=8, eval_batch=50)
 FULL = dict(n_eval=400, learn_steps=60, prompts=8, group=8, sweep_steps=24, k_refs=(1, 2, 4, 8),
             eta_factors=(0.1, 0.3, 1.0, 3.0, 10.0, 30.0), lanczos=30, eval_batch=200)
 
@@ -367,9 +367,10 @@ class Driver:
                              jnp.asarray(adv.reshape(-1), jnp.float32))
         return batch, float(rewards.mean())
 
-    def run(self, params, opt_state, update, *, steps: int, k_ref: int, seed: int, probe=None, bar=None,
-            task=None) -> tuple:
-        """``steps`` updates with a rollout every ``k_ref``; returns ``(params, per-update records)``.
+    def run(self, params, opt_state, update, *, steps: int, k_ref: int, seed: int, probe=None, first_rollout: int = 0,
+            bar=None, task=None) -> tuple:
+        """``steps`` updates with a rollout every ``k_ref`` (rollout indices from ``first_rollout``); returns
+        ``(params, per-update records)``.
 
         ``probe``: optional ``params -> (loss, entropy)`` recorded after each update (``probe_loss``,
         ``probe_entropy``)."""
@@ -382,7 +383,7 @@ class Driver:
             cycle = (step - 1) % k_ref
             rec = {"step": step, "refresh_lag": cycle}
             if cycle == 0:
-                batch, rec["reward_mean"] = self.rollout(params, (step - 1) // k_ref, seed)
+                batch, rec["reward_mean"] = self.rollout(params, first_rollout + (step - 1) // k_ref, seed)
             params, opt_state, m = update(params, opt_state, self.s.rest, batch, jnp.asarray(cycle == 0))
             t = jax.device_get(m.terms)
             rec.update(loss=float(t.loss), entropy=float(t.entropy), grad_norm=float(m.grad_norm),
@@ -526,7 +527,8 @@ def _markdown(res: dict) -> str:
         f"{res['sweep']['prompts']} x {res['sweep']['group']} completions), {c['iters']} Lanczos steps on "
         f"Hessian-vector products (jax.jvp of jax.grad). Smallest Ritz value {c['bottom']:.4g}. "
         f"{c['seconds']:.0f} s. All of K is taken as the stale stiffness K_d (K_0 = 0, beta = 0).", "",
-        f"Sweep: heavy-ball SGD, mu = {sw['mu']}, no gradient clipping, periodic refresh, "
+        f"Sweep: heavy-ball SGD, mu = {sw['mu']}, no gradient clipping, periodic refresh, rollouts from the "
+        f"curvature batch (rollout {c['rollout_index']}, the first with a non-zero advantage) on, "
         f"{sw['steps']} updates per run, learning rates = factors {sw['eta_factors']} x the predicted eta* at "
         f"K_ref = {sw['anchor_k_ref']}. Rule: {sw['rule']}", "",
         "| K_ref | eta | eta / eta*_exact | predicted | measured | probe entropy last / first | max grad norm / first | "
@@ -657,7 +659,7 @@ def main(argv: list[str] | None = None) -> int:
             st = sgd.init(params)
             st.hyperparams["learning_rate"] = jax.numpy.asarray(eta, jax.numpy.float32)
             _, recs = drv.run(params, st, sgd_update, steps=P["sweep_steps"], k_ref=k, seed=seed, probe=probe,
-                              bar=bar, task=t)
+                              first_rollout=curv_index, bar=bar, task=t)
             del params
             bar.update(t, completed=(len(runs) + 1) * P["sweep_steps"])
             loss = [r["probe_loss"] if r["finite"] else math.nan for r in recs]
