@@ -15,7 +15,7 @@ import pathlib
 
 from grpojax._io import from_json_number
 
-__all__ = ["read_jsonl_metrics"]
+__all__ = ["NoLog", "read_jsonl_metrics"]
 
 
 def read_jsonl_metrics(path: str | pathlib.Path) -> list[dict]:
@@ -28,3 +28,22 @@ def read_jsonl_metrics(path: str | pathlib.Path) -> list[dict]:
                 continue  # header
             out.append({k: float("nan") if v is None else from_json_number(v) for k, v in rec.items()})
     return out
+
+
+class NoLog:
+    """The run log of a process other than process 0: the log is written once, by process 0."""
+
+    def write(self, step, rec) -> None:
+        pass
+
+    def record(self, *args, **kwargs) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass

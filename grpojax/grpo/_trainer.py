@@ -29,7 +29,7 @@ import os
 import pathlib
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -47,7 +47,8 @@ from grpojax.grpo._advantages import group_advantages
 from grpojax.grpo._arith import arith_problems
 from grpojax.grpo._checkpoint import CheckpointStore
 from grpojax.grpo._data import Problem, chat_prompt_ids, format_prompt, load_jsonl, sample_batch, split_heldout
-from grpojax.grpo._logging import read_jsonl_metrics
+from grpojax.grpo._hooks import StepHook, check_hooks, hook_stop
+from grpojax.grpo._logging import NoLog, read_jsonl_metrics
 from grpojax.grpo._optim import build_optimizer
 from grpojax.grpo._rewards import score_completions
 from grpojax.grpo._step import RolloutBatch, make_grpo_update, make_logprob_fn, make_sft_update
@@ -74,9 +75,6 @@ from grpojax.lm import (
 
 __all__ = ["GRPOTrainer", "NonFiniteLossError", "StepHook", "train"]
 
-StepHook = Callable[[int, dict], "str | None"]
-"""A step hook: ``hook(step, record) -> stop reason or None``, called with each log record the trainer writes."""
-
 # jitted functions shared by trainers of the same model/optimiser/mesh (a resumed run, tests)
 _COMPILED: dict = {}
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
@@ -98,59 +96,6 @@ def _warn(message: str) -> None:
     """Default warning sink of :meth:`GRPOTrainer.train`: one line on stderr."""
     sys.stderr.write(f"grpojax: warning: {message}\n")
     sys.stderr.flush()
-
-
-def _check_hooks(hooks) -> tuple:
-    if callable(hooks) or isinstance(hooks, (str, bytes)):
-        raise ValueError(f"hooks={hooks!r}; expected a sequence of callables hook(step, metrics)")
-    hooks = tuple(hooks)
-    bad = [h for h in hooks if not callable(h)]
-    if bad:
-        raise ValueError(f"hooks holds {bad[0]!r}, which is not callable; expected callables hook(step, metrics)")
-    return hooks
-
-
-class _NoLog:
-    """The run log of a process other than process 0: the log is written once, by process 0."""
-
-    def write(self, step, rec) -> None:
-        pass
-
-    def record(self, *args, **kwargs) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-
-def _stop_reason(hooks: tuple, step: int, rec: dict) -> str | None:
-    """:func:`_run_hooks` on process 0; in a multi-process run its decision is shared with every process."""
-    if not hooks:
-        return None
-    reason = _run_hooks(hooks, step, rec) if is_primary() else None
-    (stop,) = broadcast_ints([reason is not None])
-    return reason if reason is not None or not stop else "a hook of process 0 stopped the run"
-
-
-def _run_hooks(hooks: tuple, step: int, rec: dict) -> str | None:
-    """Every hook sees ``(step, copy of rec)``; the first stop reason (in hook order) is returned."""
-    reason = None
-    for hook in hooks:
-        r = hook(step, dict(rec))
-        if r is None:
-            continue
-        if not isinstance(r, str) or not r.strip():
-            raise ValueError(f"hook {hook!r} returned {r!r} at step {step}; expected a non-empty stop reason "
-                             f"(str) or None")
-        if reason is None:
-            reason = r.strip()
-    return reason
 
 
 #: datasets shipped with the package (a GSM8K subset, see its README): ``data.path`` may name one of these files
@@ -414,7 +359,7 @@ class GRPOTrainer:
         truncated = 0
         losses = []
         task = progress.add_task("warm start (SFT)", total=w.steps) if progress else None
-        log_cm = JsonlLogger(self.out / "warmstart.jsonl", name=None, append=True) if is_primary() else _NoLog()
+        log_cm = JsonlLogger(self.out / "warmstart.jsonl", name=None, append=True) if is_primary() else NoLog()
         with log_cm as log:
             for i in range(w.steps):
                 probs = sample_batch(self.train_set, w.batch_size, seed=self.cfg.seed + 1, index=i)
@@ -562,7 +507,7 @@ class GRPOTrainer:
           NonFiniteLossError: the loss went NaN/inf (the last good state is checkpointed).
         """
         warn = _warn if warn is None else warn
-        hooks = _check_hooks(hooks)
+        hooks = check_hooks(hooks)
         primary = is_primary()
         if not primary:  # process 0 alone warns, shows progress and writes the run folder's files
             warn, show_progress = (lambda message: None), False
@@ -681,7 +626,7 @@ class GRPOTrainer:
         summary["log"] = str(log_path)
         logger = JsonlLogger(log_path, header=self.log_header(), append=True,
                              tensorboard_dir=self.out / "tensorboard" if cfg.log.tensorboard else None) \
-            if primary else _NoLog()
+            if primary else NoLog()
         if resumed and plan.changes:  # the metrics log says from which step the config differs
             logger.record("resume", **summary["resumes"][-1])
         K = cfg.grpo.k_ref
@@ -698,7 +643,7 @@ class GRPOTrainer:
                 logger.write(0, rec)
                 if rec:
                     evals.append((0, rec["eval_reward"]))
-                stop_reason = _stop_reason(hooks, 0, rec)
+                stop_reason = hook_stop(hooks, 0, rec)
                 if primary:
                     write_json(self.out, "summary.json", dict(summary, last_step=0, status="running"))
                 if cfg.checkpoint.at_start:
@@ -745,7 +690,7 @@ class GRPOTrainer:
                 rec["timing_s/step"] = time.perf_counter() - t0
                 logger.write(step, rec)
                 last = step
-                stop_reason = _stop_reason(hooks, step, rec)
+                stop_reason = hook_stop(hooks, step, rec)
                 if stop_reason is not None:  # the checkpoint at this step is saved below
                     if task is not None:
                         bar.update(task, completed=step)
@@ -775,7 +720,7 @@ def train(cfg: TrainConfig, out_dir: str | pathlib.Path, *, resume: bool = True,
           allow_config_change: bool = False, stop_after: int | None = None, show_progress: bool = True,
           devices=None, warn=None, hooks: Sequence[StepHook] = ()) -> dict:
     """Build a :class:`GRPOTrainer` and run it (see :meth:`GRPOTrainer.train`; ``hooks`` can stop it early)."""
-    hooks = _check_hooks(hooks)
+    hooks = check_hooks(hooks)
     trainer = GRPOTrainer(cfg, out_dir, devices=devices)
     return trainer.train(resume=resume, overwrite=overwrite, allow_config_change=allow_config_change,
                          stop_after=stop_after, show_progress=show_progress, warn=warn, hooks=hooks)
