@@ -181,3 +181,15 @@ def test_shipped_config_prompts_fit_and_answers_parse():
     sc = score_completions([" 13-11=2\n", " 9+17=26"], ["2", "26"], cfg.rewards.weights,
                            options=cfg.rewards.parse_options())
     assert list(sc.correct) == [1.0, 1.0]
+
+
+def test_two_proportions_matches_a_hand_computation():
+    spec = importlib.util.spec_from_file_location("smollm2_arith_cpu", ROOT / "experiments" / "smollm2_arith_cpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    r = mod.two_proportions(0.425, 0.55, 200)
+    se = math.sqrt(0.425 * 0.575 / 200 + 0.55 * 0.45 / 200)  # 0.04954...
+    assert r["diff"] == pytest.approx(0.125) and r["se_diff"] == pytest.approx(se)
+    assert r["z"] == pytest.approx(0.125 / se) and r["significant"]
+    assert not mod.two_proportions(0.425, 0.45, 200)["significant"]
+    assert math.isnan(mod.two_proportions(1.0, 1.0, 10)["z"])
