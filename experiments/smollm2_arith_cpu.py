@@ -6,10 +6,12 @@ compares the greedy accuracy on the config's 200 held-out problems at step 0 and
 its binomial standard error, and the difference with the standard error of two independent proportions
 ``sqrt(p0 (1 - p0) / n + p1 (1 - p1) / n)``. The same problems are scored both times, so the paired standard
 error would be smaller; the independent one is the conservative choice (the trainer logs accuracies, not
-per-problem results). A run folder that already holds the run is resumed, not retrained.
+per-problem results). A run folder that already holds the run is resumed, not retrained; ``--log-only`` reads
+the folder's log as it is (e.g. a run stopped before its last step) and trains nothing.
 
 Usage:
   python experiments/smollm2_arith_cpu.py --out out/smollm2-arith-cpu --steps 40 --results experiments/results
+  python experiments/smollm2_arith_cpu.py --out out/smollm2-arith-cpu --steps 40 --log-only --results experiments/results
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=pathlib.Path, default=pathlib.Path("out/smollm2-arith-cpu"), help="run folder")
     ap.add_argument("--steps", type=int, default=40, help="GRPO steps (default 40)")
     ap.add_argument("--results", type=pathlib.Path, default=None, help="write smollm2_arith_cpu.{md,json,png} here")
+    ap.add_argument("--log-only", action="store_true", help="summarise the run folder's log; train nothing")
     args = ap.parse_args(argv)
     if args.steps < 1:
         ap.error(f"--steps={args.steps}; expected >= 1")
@@ -52,8 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     if not (ROOT / cfg.model.pretrained).is_dir() and not pathlib.Path(cfg.model.pretrained).is_dir():
         print(f"{NAME}: model folder {cfg.model.pretrained} is missing; run `make real-model` first", file=sys.stderr)
         return 2
-    summary = train(cfg, args.out, resume=True)
+    if not args.log_only:
+        train(cfg, args.out, resume=True)
     recs = read_jsonl_metrics(args.out / "metrics.jsonl")
+    last_step = max(int(r["step"]) for r in recs)
     evals = [(int(r["step"]), r["eval_accuracy_greedy"]) for r in recs if "eval_accuracy_greedy" in r]
     if len(evals) < 2:
         print(f"{NAME}: the run logged {len(evals)} greedy evaluation(s); expected one at step 0 and a later one",
@@ -64,9 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     steps = [int(r["step"]) for r in recs if "reward_mean" in r]
     reward = [r["reward_mean"] for r in recs if "reward_mean" in r]
     step_s = sorted(r["timing_s/step"] for r in recs if "timing_s/step" in r and r["step"] > 1)
-    out = {"config": "smollm2-arith", "steps": args.steps, "last_step": summary["last_step"], "evals": evals,
+    out = {"config": "smollm2-arith", "steps": args.steps, "last_step": last_step, "evals": evals,
            "greedy": res, "median_step_s": step_s[len(step_s) // 2] if step_s else None,
-           "command": f"python experiments/{NAME}.py --out {args.out} --steps {args.steps} --results RESULTS"}
+           "command": f"python experiments/{NAME}.py --out {args.out} --steps {args.steps}"
+                      + (" --log-only" if args.log_only else "") + " --results RESULTS"}
     verdict = "significant" if res["significant"] else "not significant"
     print(f"greedy accuracy on {n} held-out problems: {res['before']:.3f} (step {evals[0][0]}) -> {res['after']:.3f} "
           f"(step {evals[-1][0]}), difference {res['diff']:+.3f} +- {res['se_diff']:.3f}, z = {res['z']:.2f} ({verdict})")
@@ -87,12 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     save_figure(fig, args.results / f"{NAME}.png", dpi=110)
     plt.close(fig)
     write_json(args.results, f"{NAME}.json", out)
+    stopped = "" if last_step >= args.steps else (
+        f"The run stopped at step {last_step} of {args.steps} (with `--log-only` this summarises the log as it is: "
+        f"the training command was `grpojax train --config smollm2-arith --out {args.out} --steps {args.steps}`, "
+        "ended early, and the config saves no checkpoint before the last step).\n")
     rows = "\n".join(f"| {s} | {p:.3f} | {math.sqrt(p * (1 - p) / n):.3f} |" for s, p in evals)
     md = f"""# smollm2-arith trained by `grpojax train` on a CPU
 
 Command: `{out['command']}` (the shipped config as it is: AdamW lr 1e-5, 8 prompts x 8 completions, 8 new
-tokens, sampling temperature 0.5, K_ref = 1; {args.steps} steps; 2-core CPU, median step
-{out['median_step_s']:.1f} s). Greedy accuracy on the config's {n} held-out problems:
+tokens, sampling temperature 0.5, K_ref = 1; {args.steps} steps planned, {last_step} logged; 2-core CPU, median step
+{out['median_step_s']:.1f} s; evaluation every {cfg.eval.every} steps). Greedy accuracy on the config's {n} held-out
+problems:
 
 | step | greedy accuracy | SE |
 |---|---|---|
@@ -101,6 +112,7 @@ tokens, sampling temperature 0.5, K_ref = 1; {args.steps} steps; 2-core CPU, med
 Difference (last - step 0): **{res['diff']:+.3f} ± {res['se_diff']:.3f}** (independent-proportions SE, conservative:
 the same problems are scored both times), z = {res['z']:.2f}: {verdict} at the two-sided 5% level.
 
+{stopped}
 ![reward and accuracy](smollm2_arith_cpu.png)
 """
     write_text_atomic(args.results / f"{NAME}.md", md)
