@@ -563,7 +563,8 @@ def _busy() -> str:
     for r in rows:
         pid, cpu, *cmd = r.split(None, 2)
         if int(pid) != os.getpid() and float(cpu) >= 20:
-            busy.append(f"{' '.join(cmd)[:70]} ({float(cpu):.0f}%)")
+            prog = os.path.basename(cmd[0].split()[0]) if cmd else "?"  # the program only: no paths or arguments
+            busy.append(f"{prog} ({float(cpu):.0f}%)")
     return "; ".join(busy) or "none"
 
 
