@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import sys
 import time
@@ -45,9 +44,6 @@ PREFIXES = (0.25, 0.5)
 MIN_SERIES = 40
 WINDOW = 0.1
 LEVEL = 0.9
-
-
-LOAD_AT_START = " / ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
 
 
 def load_corpus(root: pathlib.Path):
@@ -112,6 +108,7 @@ def _portable(argv: list[str]) -> list[str]:
 def run(corpora, out: pathlib.Path, quick: bool) -> dict:
     import jax
 
+    from grpojax._experiment import load_average
     from grpojax._progress import progress
     from grpojax.fit import forecast_windows
 
@@ -129,6 +126,7 @@ def run(corpora, out: pathlib.Path, quick: bool) -> dict:
         items = items[:: max(1, len(items) // 6)][:6]
     rows = []
     t_start = time.perf_counter()
+    load_at_start = load_average()
     timings = {}
     curves = [(s, y) for (_, _, _, s, y) in items]
     with progress() as bar:
@@ -152,7 +150,8 @@ def run(corpora, out: pathlib.Path, quick: bool) -> dict:
     table = summarise(rows, prefixes)
     result = {"name": NAME, "quick": quick, "corpora": [pathlib.Path(c).name for c in corpora], "window": WINDOW, "level": LEVEL,
               "holdout_rule": "sorted(repo names): even positions tuned, odd positions held out",
-              "groups": groups, "runtime_s": runtime, "load_at_start": LOAD_AT_START, "timings_s": timings, "summary": table, "rows": rows,
+              "groups": groups, "runtime_s": runtime, "load_at_start": load_at_start,
+              "timings_s": timings, "summary": table, "rows": rows,
               "skipped": skipped, "n_series": len(items),
               "command": "python experiments/forecast_real_runs.py " + " ".join(_portable(sys.argv[1:]))}
     out.mkdir(parents=True, exist_ok=True)
@@ -192,7 +191,8 @@ def markdown(res, prefixes) -> str:
              f"Target: mean over the last {int(WINDOW * 100)}% of the steps; {int(LEVEL * 100)}% intervals. "
              "MAE and coverage are averaged per source repository, then over repositories. `MAE/σ` is the error "
              "in units of each series' standard deviation (comparable across reward scales). "
-             f"Hold-out rule: {res['holdout_rule']}. Runtime {res['runtime_s']:.0f} s (load average at the start: {res.get('load_at_start', 'n/a')}).", "",
+             f"Hold-out rule: {res['holdout_rule']}. Runtime {res['runtime_s']:.0f} s "
+             f"({res.get('load_at_start', 'load n/a')} at the start).", "",
              "Command: `" + res.get("command", "") + "`", ""]
     for grp in ("tuned", "held-out", "all"):
         lines += [f"## {grp}", "", "| prefix | method | repos | series | MAE | MAE/σ | coverage | width/σ | vs best baseline (MAE/σ) |",

@@ -568,17 +568,10 @@ def _busy() -> str:
     return "; ".join(busy) or "none"
 
 
-def _load() -> str:
-    try:
-        return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
-    except OSError:
-        return "unknown"
-
-
 # ---------------------------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
-    from grpojax._experiment import Claim, experiment_parser, parse_args, print_claims, write_summary
+    from grpojax._experiment import Claim, experiment_parser, load_average, parse_args, print_claims, write_summary
 
     ap = experiment_parser(NAME, __doc__, quick_help="CPU version: 100 problems, 8 learning steps, a 2 x 2 sweep")
     ap.add_argument("--results", type=pathlib.Path, default=None,
@@ -601,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     P = dict(QUICK if args.quick else FULL)
     if args.n_eval:
         P["n_eval"] = args.n_eval
-    load_before = _load() + "; other busy processes: " + _busy()
+    load_before = load_average() + "; other busy processes: " + _busy()
     t_start = time.perf_counter()
     cfg = load_config(args.config)
     if not (ROOT / cfg.model.pretrained).is_dir() and not pathlib.Path(cfg.model.pretrained).is_dir():
@@ -692,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python experiments/grpo_real.py" + (" --quick" if args.quick else "") +
                    (f" --results {args.results}" if args.results else ""),
         "machine": f"{jax.devices()[0].platform} ({os.cpu_count()} CPUs)", "load_before": load_before,
-        "load_after": _load(), "seconds": seconds,
+        "load_after": load_average(), "seconds": seconds,
         "learning": {"lr": cfg.optim.lr, "optimizer": cfg.optim.name, "steps": P["learn_steps"],
                      "prompts": P["prompts"], "group": P["group"], "seconds": learn_seconds,
                      "paired": pd._asdict(), "records": learn_recs,

@@ -22,7 +22,8 @@ from typing import Any, Iterable, NamedTuple
 
 from grpojax._io import write_json
 
-__all__ = ["SUMMARY_FILE", "VERDICTS", "Claim", "experiment_parser", "parse_args", "print_claims", "write_summary"]
+__all__ = ["SUMMARY_FILE", "VERDICTS", "Claim", "experiment_parser", "load_average", "parse_args", "print_claims",
+           "write_summary"]
 
 SUMMARY_FILE = "summary.json"
 """The file every experiment writes into its output folder, and ``grpojax reproduce`` reads."""
@@ -113,3 +114,11 @@ def print_claims(claims: Iterable[Claim]) -> None:
     """Print each claim as ``[verdict] claim`` with what was measured on the next line."""
     for c in claims:
         print(f"[{c.verdict}] {c.claim}\n    {c.measured}")
+
+
+def load_average() -> str:
+    """``"load average 1m, 5m, 15m on N CPUs"`` of this machine now (``"unknown"`` where the OS has none)."""
+    try:
+        return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
+    except (OSError, AttributeError):
+        return "unknown"
