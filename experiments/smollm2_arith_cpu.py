@@ -57,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not args.log_only:
         train(cfg, args.out, resume=True)
+    elif not (args.out / "metrics.jsonl").is_file():
+        print(f"{NAME}: --log-only: {args.out} holds no metrics.jsonl; expected a run folder of `grpojax train`",
+              file=sys.stderr)
+        return 2
     recs = read_jsonl_metrics(args.out / "metrics.jsonl")
     last_step = max(int(r["step"]) for r in recs)
     evals = [(int(r["step"]), r["eval_accuracy_greedy"]) for r in recs if "eval_accuracy_greedy" in r]
