@@ -169,25 +169,11 @@ def rldoctor_findings(run) -> dict[str, str] | None:
     return {f.detector: f.severity.name for f in d.findings}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = experiment_parser(NAME, __doc__, quick_help="the same (the corpus run takes seconds)")
-    ap.add_argument("--corpus", type=pathlib.Path, default=ROOT.parent / "shared" / "real-runs",
-                    help="folder of run folders with run.jsonl")
-    ap.add_argument("--logs", type=pathlib.Path, default=None, help="folder of original log files (optional)")
-    ap.add_argument("--labels", type=pathlib.Path, default=LABELS, help="hand labels TSV")
-    ap.add_argument("--table", type=pathlib.Path, default=None, help="also write the comparison table here")
-    args = parse_args(ap, argv)
+def label_rows(runs, labels: dict, *, with_rldoctor: bool = True) -> tuple[list[dict], dict]:
+    """One row per (labelled run, detector): the hand label, grpojax's verdict and rldoctor's (when it is
+    installed and ``with_rldoctor``); and per run the lists of findings."""
     from grpojax.diagnose import ALL_MODES, diagnose
 
-    if not args.corpus.is_dir():
-        print(f"error: corpus folder {args.corpus} does not exist", file=sys.stderr)
-        return 2
-    logs = args.logs if args.logs is not None and args.logs.is_dir() else None
-    labels = read_labels(args.labels)
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        runs = load_runs(args.corpus, logs)
     rows, per_run = [], {}
     for run in runs:
         if run.name not in labels:
@@ -196,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             d = diagnose(run, validity=False)
-        rl = rldoctor_findings(run)
+        rl = rldoctor_findings(run) if with_rldoctor else None
         lab = labels[run.name]
         per_run[run.name] = {"findings": list(d.findings), "rldoctor": rl}
         for m in ALL_MODES:
@@ -208,6 +194,29 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"run": run.name, "repo": lab["repo"], "mode": m, "label": label, "reason": reason,
                          "grpojax": g, "grpojax_verdict": res.verdict, "rldoctor": r,
                          "rldoctor_severity": r_sev or ("n/a" if m not in RLDOCTOR else "not run")})
+    return rows, per_run
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = experiment_parser(NAME, __doc__, quick_help="the same (the corpus run takes seconds)")
+    ap.add_argument("--corpus", type=pathlib.Path, default=ROOT.parent / "shared" / "real-runs",
+                    help="folder of run folders with run.jsonl")
+    ap.add_argument("--logs", type=pathlib.Path, default=None, help="folder of original log files (optional)")
+    ap.add_argument("--labels", type=pathlib.Path, default=LABELS, help="hand labels TSV")
+    ap.add_argument("--table", type=pathlib.Path, default=None, help="also write the comparison table here")
+    args = parse_args(ap, argv)
+    from grpojax.diagnose import ALL_MODES
+
+    if not args.corpus.is_dir():
+        print(f"error: corpus folder {args.corpus} does not exist", file=sys.stderr)
+        return 2
+    logs = args.logs if args.logs is not None and args.logs.is_dir() else None
+    labels = read_labels(args.labels)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs = load_runs(args.corpus, logs)
+    rows, per_run = label_rows(runs, labels)
     elapsed = time.perf_counter() - t0
     repos = sorted({r["repo"] for r in rows}, key=str.lower)
     tune, held = split_repos(repos)

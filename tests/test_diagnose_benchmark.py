@@ -46,7 +46,7 @@ def test_specs_cover_every_label_with_varied_settings():
 def test_quick_benchmark_meets_acceptance(tmp_path):
     """The experiment as users run it: in JAX's default float32. (The test suite turns x64 on; in float64 the
     random streams differ and 2 of the 10 graded policy-concentration runs (seeds 3 and 4) fail the detector's
-    gate, recall 0.8 — found 2026-11-29, left for the diagnose owner: recall on 10 runs is a coarse statistic.)"""
+    gate, recall 0.8: recall on 10 runs is a coarse statistic.)"""
     import jax
 
     fb = _load()

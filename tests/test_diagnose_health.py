@@ -269,3 +269,64 @@ def test_gradient_clip_advice_comes_from_the_steps_without_a_spike():
     assert res.detected
     cap = float(res.advice.split("at ~")[1].split(" ")[0])
     assert 0.5 < cap < 1.0, res.advice  # the quiet steps' 99th percentile, not the spikes' 500
+
+
+# ----------------------------------------------------------------------------- evidence added from the real corpus
+
+
+def test_slow_significant_rise_is_not_a_plateau():
+    """A curve that still gains, slowly but significantly, over its whole trailing stretch is learning."""
+    n = 200
+    t = np.arange(n, dtype=float)
+    rng = np.random.default_rng(3)
+    y = 0.85 - 0.3 * np.exp(-t / 15) + 0.0004 * t + 0.004 * rng.standard_normal(n)
+    res = detect_learning_plateau(RunLog.from_columns({"reward_mean": y}), CFG)
+    assert res.verdict == "not_detected"
+    share = [e for e in res.evidence if e.statistic.startswith("trailing flat stretch")][0]
+    assert share.value < CFG.plateau_fraction  # only a short tail is flat within its noise
+    flat = 0.85 - 0.3 * np.exp(-t / 15) + 0.004 * rng.standard_normal(n)  # same curve without the creep
+    assert detect_learning_plateau(RunLog.from_columns({"reward_mean": flat}), CFG).verdict == "detected"
+
+
+def _blowing_up(n=40, seed=0):
+    """Reward falls to zero while token entropy grows from ~1 to ~6 nats (too large steps)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n, dtype=float)
+    ent = 1.0 + 5.0 / (1 + np.exp(-(t - 6) / 1.5)) + 0.2 * rng.standard_normal(n)
+    rew = np.clip(0.07 * np.exp(-np.maximum(t - 3, 0) / 2) + 0.005 * rng.standard_normal(n), 0, None)
+    return RunLog.from_columns({"reward_mean": rew, "entropy": ent}, name="blow-up")
+
+
+def test_entropy_blow_up_is_instability_at_any_logged_length():
+    from grpojax.diagnose import detect_dynamical_instability
+
+    run = _blowing_up()
+    for r in (run, _truncate(run, 0.5), _flat_tail(run, 3)):
+        res = detect_dynamical_instability(r, CFG)
+        assert res.verdict == "detected", (len(r), res.reason)
+        e = [e for e in res.evidence if e.metric == "entropy"][0]
+        assert e.triggered and e.value >= CFG.entropy_blowup_ratio
+        assert res.episodes[-1][0] <= 8  # the blow-up starts where entropy first reaches 3x its start
+    # an entropy that falls (concentration) or doubles is not a blow-up
+    calm = RunLog.from_columns({"reward_mean": run.columns["reward_mean"],
+                                "entropy": np.linspace(1.0, 2.0, len(run))})
+    assert detect_dynamical_instability(calm, CFG).verdict == "not_detected"
+
+
+def test_quiet_steps_do_not_hide_a_gradient_spike():
+    """Steps whose every group had zero reward variance give grad norms ~1000x below the others; they
+    are left out of the robust scale, which they would otherwise inflate past a 10x spike."""
+    n = 250
+    rng = np.random.default_rng(4)
+    g = 0.45 * np.exp(0.25 * rng.standard_normal(n))
+    quiet = rng.random(n) < 0.25
+    quiet[118:123] = False
+    g[quiet] = 10 ** rng.uniform(-3.0, -1.7, quiet.sum())
+    g[120] = 4.8
+    res = detect_gradient_spikes(RunLog.from_columns({"reward_mean": np.full(n, 0.5), "grad_norm": g}), CFG)
+    assert res.verdict == "detected", res.reason
+    assert 120 in res.panel_data["spike_steps"]
+    assert not np.isin(np.flatnonzero(quiet), res.panel_data["spike_steps"]).any()
+    g[120] = 0.45  # without the spike nothing is flagged: the quiet steps themselves are not spikes
+    res = detect_gradient_spikes(RunLog.from_columns({"reward_mean": np.full(n, 0.5), "grad_norm": g}), CFG)
+    assert res.verdict == "not_detected", res.reason

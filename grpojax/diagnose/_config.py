@@ -32,6 +32,11 @@ gap reads better. Measured gaps (quick benchmark, 2026-11-29):
   ``collapse_lost_fraction = 0.8`` of the gain lost by the end after a gain of
   ``collapse_min_rise_sd = 3`` noise sd. The three collapsed runs of the corpus lose 1.0-2.0 of their
   gain; runs that plateau lose < 0.3 (noise around the plateau).
+- Entropy blow-up (the other escape: too large steps push the policy off the coherent text it was
+  trained on, and token entropy grows instead of falling): ``entropy_blowup_ratio = 3`` (late median
+  over initial median entropy). The off-policy run with 16 epochs per rollout reaches 5.1 (0.9 -> 6.9
+  nats while its reward falls to exactly zero); every other run of the corpus with an entropy column
+  stays <= 2.0 (most fall, to 0.07-0.9 of their start).
 - Reward hacking, ``decoupling = 0.45`` ((train gain - eval gain) after eval saturated, over the train
   range): labelled 1.1-2.2; the only other run whose significance gates (``decoupling_z = 3``) held
   had 0.18 (mid-point 0.45). ``decoupling_min_range_sd = 5`` keeps flat, noisy train curves from
@@ -113,6 +118,7 @@ class DiagnoseConfig:
         p_unstable: instability when a Bayesian fit's P(C <= 0) >= this.
         collapse_lost_fraction: instability when the run lost >= this fraction of its reward gain by the end ...
         collapse_min_rise_sd: ... after a gain of at least this many per-step noise standard deviations.
+        entropy_blowup_ratio: instability when the late/initial median entropy is >= this.
         hacking_end_fraction: fraction of the eval points (at least 2) averaged as "the end".
         min_eval_points: fewest eval points overall for the hacking detector.
         decoupling: reward hacking when, after eval saturated, (train gain - eval gain) / train range
@@ -169,6 +175,7 @@ class DiagnoseConfig:
     p_unstable: float = 0.9
     collapse_lost_fraction: float = 0.8
     collapse_min_rise_sd: float = 3.0
+    entropy_blowup_ratio: float = 3.0
     # reward hacking
     hacking_end_fraction: float = 0.2
     min_eval_points: int = 4

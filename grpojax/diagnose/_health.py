@@ -10,7 +10,8 @@ range, statistic and threshold) like the four modes, and a "what to change" text
 - ``learning_plateau``: the monitored reward (``eval_reward`` when it has >= 8 points, else
   ``reward_mean``) gained nothing over a trailing stretch of >= ``plateau_fraction`` of the run: the
   95 % upper confidence bound of the stretch's least-squares gain is below ``plateau_min_gain`` x the
-  curve's range (or 1.5 per-step noise standard deviations, whichever is larger). Reports the best
+  curve's range (or 1.5 per-step noise standard deviations, whichever is larger) and its 95 % lower
+  bound is not above zero (a slow but significant rise is still learning). Reports the best
   step (maximum of the smoothed curve): where to stop.
 - ``clip_saturation``: 5-point running median of ``clip_frac`` >= ``clip_frac_high``.
 - ``kl_drift``: late median ``kl`` >= ``kl_bound``, or the KL still grows in the last third of the
@@ -18,7 +19,8 @@ range, statistic and threshold) like the four modes, and a "what to change" text
   ``kl_min_level``).
 - ``gradient_spikes``: a grad norm >= ``grad_spike_z`` robust standard deviations (1.4826 x the 21-point running
   median absolute residual) above the 11-point running median of log grad norm and >= ``grad_spike_ratio`` times that median; a
-  non-finite grad norm is a spike.
+  non-finite grad norm is a spike. Quiet steps (zero, or ``grad_spike_ratio`` times below the running
+  median: no group had reward variance) are left out of the median and the scale.
 - ``reward_imbalance``: with >= 2 reward components logged, one carries >= ``component_share`` of
   their summed variance, or one never changes.
 
@@ -161,9 +163,9 @@ def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     min_len = int(min(cfg.plateau_min_points, max(4, n // 3)))  # sparse eval: a third of its points
     starts = range(0, n - min_len + 1, max(1, n // 200))
     best_start, best = None, (float("nan"), float("nan"))
-    for i in starts:  # the longest trailing stretch whose gain is bounded (first hit = longest)
+    for i in starts:  # the longest trailing stretch whose gain is bounded and not significantly positive
         g, se = _gain(s[i:].astype(float), y[i:])
-        if g + 1.96 * se <= bound:
+        if g + 1.96 * se <= bound and g - 1.96 * se <= 0.0:
             best_start, best = i, (g, se)
             break
     if best_start is None:
@@ -175,6 +177,8 @@ def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     seg = s[i:]
     ev.append(make_evidence(col, seg, "gain over the trailing stretch, 95% upper bound", g + 1.96 * se, bound,
                             "<=", kind="gate"))
+    ev.append(make_evidence(col, seg, "gain over the trailing stretch, 95% lower bound (> 0: still rising)",
+                            g - 1.96 * se, 0.0, "<=", kind="gate"))
     e = make_evidence(col, seg, "trailing flat stretch / run (points)", share, cfg.plateau_fraction, ">=",
                       kind="fraction")
     if e.triggered and n - i < min_len:
@@ -271,6 +275,13 @@ def detect_gradient_spikes(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
                                 kind="flag"))
         episodes += [(float(a), float(a)) for a in s_all[bad]]
     pos = np.isfinite(g_all) & (g_all > 0)
+    if pos.sum() >= cfg.min_points:
+        # quiet steps: more than grad_spike_ratio x below the local median (every group had zero reward
+        # variance, so only the KL term or nothing was left). They are a population of their own, not
+        # noise of the grad norm: left in, their log distance inflates the robust scale and hides spikes.
+        lg_pos = np.log(g_all[pos])
+        quiet = lg_pos - _running_median(lg_pos, _SPIKE_WINDOW) <= -np.log(cfg.grad_spike_ratio)
+        pos[np.flatnonzero(pos)[quiet]] = False
     s, g = s_all[pos], g_all[pos]
     if g.size < cfg.min_points:
         if bad.any():

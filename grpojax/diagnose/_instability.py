@@ -17,6 +17,8 @@ limit cycle or diverges, and gradient norms / importance ratios grow. Evidence (
 - a reward collapse (the escape past the threshold): the run lost ``>= collapse_lost_fraction`` of its
   gain by the end (smoothed peak minus late median over smoothed peak minus initial median), after a
   gain of ``>= collapse_min_rise_sd`` per-step noise standard deviations;
+- an entropy blow-up: late over initial median ``entropy`` ``>= entropy_blowup_ratio`` (the policy
+  left the text it was trained on; the concentration detector watches the opposite direction);
 - ``grad_norm`` late/early median ratio ``>= grad_norm_growth``;
 - ``is_ratio_max`` late median ``>= is_ratio_max_late``;
 - non-finite reward / grad norm / ratio values (divergence);
@@ -154,6 +156,20 @@ def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
             episodes += episodes_from_mask(s, mask, min_len=2)
     if run.count("reward_mean") >= cfg.min_points:
         ev += _collapse_evidence(run, cfg, episodes)
+    if run.count("entropy") >= cfg.min_points:
+        used.append("entropy")
+        s, h = run.series("entropy")
+        s, h = s[np.isfinite(h)], h[np.isfinite(h)]
+        head = initial_window(h.size, cfg)
+        _, late = edge_windows(h.size, cfg.edge_fraction, cfg.min_window_points)
+        h0, h1 = float(np.median(h[head])), float(np.median(h[late]))
+        e = make_evidence("entropy", np.r_[s[head], s[late]], "late/initial median ratio (blow-up)",
+                          h1 / h0 if h0 > 0 else float("nan"), cfg.entropy_blowup_ratio, ">=", kind="ratio")
+        ev.append(e)
+        if e.triggered:
+            up = np.flatnonzero(h >= cfg.entropy_blowup_ratio * h0)
+            episodes.append((float(s[up[0]]), float(s[-1])))
+        panel["entropy"] = (s, h)
     if run.count("grad_norm") >= cfg.min_points:
         used.append("grad_norm")
         s, g = run.series("grad_norm")
