@@ -65,12 +65,13 @@ def test_window_interval_coverage_fast():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=(
-    "measured on these 240 runs: 84.6% (prefix 0.25) and 83.3% (prefix 0.5), just below the 85-95% band "
-    "(66% and 82% before the broad rate/plateau priors and adaptive importance sampling)"))
 @pytest.mark.parametrize("prefix", [0.25, 0.5])
 def test_window_interval_coverage_200(prefix):
-    """240 simulated runs per prefix: the 90% window intervals cover 85–95% of realised window means."""
+    """240 simulated runs per prefix: the 90% window intervals cover 85–95% of realised window means.
+
+    Measured: 85.8% (prefix 0.25) and 87.1% (0.5) on these runs (seed 7); on another 240 (seed 11) 84.6%
+    and 87.1%: the intervals sit at the low edge of the band (binomial sd of a 240-run coverage ~2 points).
+    """
     cov = coverage(240, seed=7, prefix=prefix)
     assert 0.85 <= cov <= 0.95, cov
 

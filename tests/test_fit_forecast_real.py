@@ -88,8 +88,9 @@ def test_collapse_is_flagged_or_covered():
 @pytest.mark.xfail(strict=False, reason=(
     "known limitation of the creep posterior: p* trades off against the mixture weight and the creep rates, "
     "and on this clean single exponential (plateau 0.8, half the run as prefix) the broad rate priors let the "
-    "posterior put the plateau above the data: measured 90% interval of p* (0.849, 0.977), status "
-    "weak_posterior (the flag says the interval may be too narrow)"))
+    "posterior put the plateau above the data: measured 90% interval of p* (0.858, 0.948), status ok, "
+    "and the window interval (0.810, 0.837) misses the realised 0.800: the model keeps a slow creep the "
+    "prefix cannot rule out"))
 def test_identifiable_summaries_only():
     s = np.arange(1.0, 121.0)
     y = 0.8 - 0.5 * np.exp(-s / 20.0) + 0.01 * np.random.default_rng(2).standard_normal(s.size)
@@ -98,3 +99,34 @@ def test_identifiable_summaries_only():
     for med, lo, hi in fc.params.values():
         assert lo <= med <= hi
     assert fc.params["p_star"][1] <= 0.8 + 0.03 and fc.params["p_star"][2] >= 0.8 - 0.03
+
+
+def test_ar1_noise_from_differences_ignores_a_smooth_trend():
+    """Marginal sd and lag-1 correlation of AR(1) noise, recovered under a trend (1000 points: sd of rho ~0.06)."""
+    from grpojax.fit._window_forecast import _ar1_noise
+
+    rng = np.random.default_rng(5)
+    n = 1000
+    for rho, sd in ((0.0, 0.02), (0.5, 0.05), (0.8, 0.03)):
+        e = np.zeros(n)
+        e[0] = sd * rng.standard_normal()
+        for i in range(1, n):
+            e[i] = rho * e[i - 1] + np.sqrt(1 - rho**2) * sd * rng.standard_normal()
+        trend = 0.8 - 0.5 * np.exp(-np.arange(n) / 200.0)
+        sd_hat, rho_hat = _ar1_noise(trend + e)
+        assert abs(rho_hat - rho) < 0.15, (rho, rho_hat)
+        assert sd_hat == pytest.approx(sd, rel=0.2), (sd, sd_hat)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_monotone_curves_with_correlated_noise_are_not_collapses(sign):
+    """A rising or falling curve with AR(1) noise (rho 0.6) has local peaks; none of 12 is called a collapse."""
+    rng = np.random.default_rng(6)
+    s = np.arange(1.0, 161.0)
+    curves = []
+    for _ in range(12):
+        e = np.zeros(s.size)
+        for i in range(1, s.size):
+            e[i] = 0.6 * e[i - 1] + 0.8 * 0.04 * rng.standard_normal()
+        curves.append((s, 0.3 + sign * 0.3 * (1 - np.exp(-s / rng.uniform(5, 60))) + e))
+    assert all(fc.status != "collapse" for fc in forecast_windows(curves, prefix=0.5))

@@ -21,7 +21,7 @@ Methods (``method=``):
 
 Status (``WindowForecast.status``, one of :data:`WINDOW_STATUSES`); which values occur depends on the method:
 
-- ``"creep"``: ``"ok"``; ``"collapse"`` when the prefix falls after a peak beyond what its noise
+- ``"creep"``: ``"ok"``; ``"collapse"`` when the prefix rises, then falls after a peak, both beyond what its noise
   explains: the monotone model cannot forecast a collapse, so the interval is widened down to below
   the prefix's lowest level and the point forecast is the current level; ``"misfit"`` when the end
   of the prefix departs upwards from the fit; ``"weak_posterior"`` when the importance sampler's
@@ -43,7 +43,6 @@ import numpy as np
 from scipy import stats
 
 from grpojax.fit._creep import MIN_CREEP_POINTS, fit_creep_batched
-from grpojax.fit._data import noise_variance
 from grpojax.fit._lsq import STATUSES as _LAW_STATUSES
 
 METHODS = ("creep", "persistence", "exponential", "sigmoid")
@@ -116,6 +115,21 @@ def _lag1(x):
     if x.size < 3 or not np.any(x):
         return 0.0
     return float(np.clip(np.sum(x[1:] * x[:-1]) / np.sum(x * x), 0.0, 0.95))
+
+
+def _ar1_noise(y):
+    """Marginal sd and lag-1 autocorrelation of AR(1) noise around a smooth trend, from first differences.
+
+    For AR(1) noise with correlation ρ, differences have variance 2σ²(1 − ρ) and lag-1 autocorrelation
+    −(1 − ρ)/2; a slowly varying trend barely changes either.
+    """
+    d = np.diff(np.asarray(y, float))
+    if d.size < 3 or not np.any(d - d.mean()):
+        return float(np.std(y)), 0.0
+    dc = d - d.mean()
+    r_d = float(np.sum(dc[1:] * dc[:-1]) / np.sum(dc * dc))
+    rho = float(np.clip(1.0 + 2.0 * r_d, 0.0, 0.95))
+    return float(np.sqrt(np.var(d) / (2.0 * (1.0 - rho)))), rho
 
 
 def _series(run_or_curve, metric):
@@ -257,12 +271,18 @@ def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key):
     k = max(3, int(round(0.05 * yp.size)))
     smooth = np.convolve(yp, np.ones(k) / k, mode="valid")
     last = float(np.mean(yp[-n_last:]))
-    sig = float(np.sqrt(noise_variance(yp)))
-    se_last = sig / np.sqrt(n_last)
+    # standard errors of means of correlated points, from the data's own AR(1) noise (not the monotone
+    # fit's, which a collapse inflates)
+    sd_n, rho = _ar1_noise(yp)
+    se_last = sd_n * np.sqrt(_mean_var_factor(n_last, rho))
+    se_drop = np.hypot(se_last, sd_n * np.sqrt(_mean_var_factor(k, rho)))
     drop = float(smooth.max() - last)
-    peaked = int(np.argmax(smooth)) < smooth.size - n_last
+    top = int(np.argmax(smooth))
+    peaked = top < smooth.size - n_last
+    rise = float(smooth[top] - np.mean(yp[:n_last]))  # a collapse falls after a rise, not from the start
     fit_above = float(np.mean(fit_med[-n_last:])) - last
-    if peaked and drop > max(0.3 * float(np.ptp(smooth)), 4.0 * se_last) and fit_above > 2.0 * se_last:
+    if (peaked and drop > max(0.3 * float(np.ptp(smooth)), 4.0 * se_drop) and rise > 4.0 * se_drop
+            and fit_above > 2.0 * se_last):
         status = "collapse"
     elif z > _Z_FLAG:
         status = "misfit"
