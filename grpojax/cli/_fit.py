@@ -82,7 +82,8 @@ def _window_json(wf, observed: float) -> dict:
     return {"method": wf.method, "status": wf.status, "mean": wf.mean, "lo": wf.lo, "hi": wf.hi, "level": wf.level,
             "prefix_end": wf.prefix_end, "window": list(wf.window), "n_window": wf.n_window,
             "observed_mean": observed, "covered": covered,
-            "params": {k: {"median": v[0], "lo": v[1], "hi": v[2]} for k, v in wf.params.items()}}
+            "params": {k: {"median": v[0], "lo": v[1], "hi": v[2]} for k, v in wf.params.items()},
+            "p_variant": wf.p_variant}
 
 
 def _window_forecasts(runs, args, key):

@@ -54,6 +54,7 @@ import numpyro.distributions as dist
 from numpyro.distributions.transforms import biject_to
 from numpyro.infer.util import potential_energy
 from arviz import psislw
+from scipy.special import logsumexp
 
 from grpojax.fit._data import check_steps
 
@@ -103,11 +104,14 @@ def creep_model(t, y, mask, anchors):
         t: ``(T,)`` time in units of the fitted span (0 at the first observation).
         y: ``(T,)`` normalised rewards; entries where ``mask`` is False are padding (end of the array only).
         mask: ``(T,)`` bool.
-        anchors: ``(2,)`` prior centres for ``y₀`` (mean of the first points) and ``p*`` (mean of the last ones).
+        anchors: ``(3,)`` prior centres for ``y₀`` (mean of the first points) and ``p*`` (mean of the last
+            ones), and the variant: 1.0 the creep model, 0.0 its no-creep special case ``w = 1`` (a
+            single exponential; ``w``, ``θ`` and ``k`` then keep their priors and do not touch the curve).
     """
     pri = _priors(anchors)
     v = {name: numpyro.sample(name, pri[name]) for name in SITES}
-    m = creep_curve(t, v["y0"], v["p_star"], v["w"], jnp.exp(v["log_rate"]), jnp.exp(v["log_theta"]), jnp.exp(v["log_k"]))
+    w = jnp.where(anchors[2] > 0.5, v["w"], 1.0)
+    m = creep_curve(t, v["y0"], v["p_star"], w, jnp.exp(v["log_rate"]), jnp.exp(v["log_theta"]), jnp.exp(v["log_k"]))
     df = NU_MIN + v["nu"]
     rho, sigma = v["rho"], v["sigma"]
     e = jnp.where(mask, y - m, 0.0)
@@ -127,6 +131,9 @@ class CreepPosterior(NamedTuple):
         ess: ``(N,)`` effective sample size of the importance weights (out of ``num_proposals``); a
             small value (< 20) means the proposals missed part of the posterior.
         runtime_s: wall time (compile included).
+        p_variant: ``(N, 2)`` posterior probabilities of the creep model and of its special case a
+            single exponential (``w = 1``), from their marginal likelihoods with even prior odds; the
+            draws are a mixture of the two posteriors in these proportions (``[1, 0]`` when not averaged).
     """
 
     samples: dict
@@ -137,6 +144,7 @@ class CreepPosterior(NamedTuple):
     n_obs: np.ndarray
     ess: np.ndarray
     runtime_s: float
+    p_variant: np.ndarray | None = None
 
     def curve(self, i: int, steps) -> np.ndarray:
         """Draws of the mean curve of curve ``i`` at ``steps``, raw units, ``(draws, len(steps))``."""
@@ -162,11 +170,11 @@ def _bucket(n: int) -> int:
     return b
 
 
-def _anchors(y):
+def _anchors(y, creep=1.0):
     n = y.size
     a = max(3, int(round(0.05 * n)))
     b = max(3, int(round(0.2 * n)))
-    return np.array([np.mean(y[:a]), np.mean(y[-b:])])
+    return np.array([np.mean(y[:a]), np.mean(y[-b:]), creep])
 
 
 # starting points of the MAP search: (w, log_rate, log_k); y0 and p* start at the anchors
@@ -350,7 +358,7 @@ def _laplace_is(z_inits, ts, ys, ms, ancs, keys, n_steps, n_proposals):
 
 
 def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int = 4000, opt_steps: int = 600,
-                      batch_size: int = 16, show_progress: bool = False) -> CreepPosterior:
+                      batch_size: int = 16, average: bool = True, show_progress: bool = False) -> CreepPosterior:
     """Posteriors of the creep model for several curves: MAP, Laplace proposal, importance resampling.
 
     For each curve the posterior mode is found by Adam from several starting points (in numpyro's
@@ -370,6 +378,12 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
         num_proposals: importance proposals per curve.
         opt_steps: Adam steps of the mode search.
         batch_size: curves per vmapped call.
+        average: also fit the model's special case without creep (``w = 1``, one exponential) and
+            return draws from both posteriors in proportion to their marginal likelihoods
+            (importance-sampling estimates, even prior odds; :attr:`CreepPosterior.p_variant`). The
+            creep term can always bend a curve a little further; when the data do not need it, its
+            extra prior volume loses to the simpler law (Occam's factor), so a run that has levelled
+            off is not forecast to keep creeping.
         show_progress: rich progress bar over curves.
 
     Returns:
@@ -408,9 +422,11 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
     scale = np.array([p[5] for p in prepared])
     n_obs = np.array([p[0].size for p in prepared])
 
-    sites = _priors(np.zeros(2))
+    sites = _priors(np.zeros(3))
     out = {k: np.zeros((N, num_draws)) for k in SITES}
     ess = np.zeros(N)
+    variants = (1.0, 0.0) if average else (1.0,)
+    p_variant = np.zeros((N, 2))
     start = time.perf_counter()
     pbar = None
     if show_progress:
@@ -432,7 +448,7 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
                 ts = np.ones((B, T))
                 ys = np.zeros((B, T))
                 ms = np.zeros((B, T), bool)
-                anc = np.zeros((B, 2))
+                anc = np.zeros((B, 3))
                 for b, i in enumerate(idx):
                     s, y = prepared[i][0], prepared[i][1]
                     n = s.size
@@ -440,33 +456,51 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
                     ys[b, :n] = (y - center[i]) / scale[i]
                     ms[b, :n] = True
                     anc[b] = _anchors(ys[b, :n])
-                z0 = np.zeros((B, R, len(SITES)))
-                for b in range(B):
-                    for r, rs in enumerate(_RESTARTS):
-                        v = _init_values(anc[b], rs)
-                        z0[b, r] = [float(biject_to(sites[k].support).inv(jnp.asarray(float(v[k])))) for k in SITES]
-                key, sub = jax.random.split(key)
-                zp, lw, e = _laplace_is(jnp.asarray(z0), jnp.asarray(ts), jnp.asarray(ys), jnp.asarray(ms),
-                                        jnp.asarray(anc), jax.random.split(sub, B), int(opt_steps), int(num_proposals))
-                zp, lw, e = np.asarray(zp), np.asarray(lw), np.asarray(e)
+                zps, lws, ess_v = [], [], []
+                for creep in variants:
+                    anc[:, 2] = creep
+                    z0 = np.zeros((B, R, len(SITES)))
+                    for b in range(B):
+                        for r, rs in enumerate(_RESTARTS):
+                            v = _init_values(anc[b], rs)
+                            z0[b, r] = [float(biject_to(sites[k].support).inv(jnp.asarray(float(v[k])))) for k in SITES]
+                    key, sub = jax.random.split(key)
+                    zp, lw, e = _laplace_is(jnp.asarray(z0), jnp.asarray(ts), jnp.asarray(ys), jnp.asarray(ms),
+                                            jnp.asarray(anc), jax.random.split(sub, B), int(opt_steps),
+                                            int(num_proposals))
+                    zps.append(np.asarray(zp))
+                    lws.append(np.where(np.isfinite(np.asarray(lw)), np.asarray(lw), -np.inf))
+                    ess_v.append(np.asarray(e))
+                # marginal likelihood of each variant: the mean importance weight (raw weights: unbiased)
+                log_z = np.stack([logsumexp(lw, axis=-1) - np.log(lw.shape[-1]) for lw in lws], -1)  # (B, V)
+                post_v = np.exp(log_z - logsumexp(log_z, axis=-1, keepdims=True))
+                post_v = np.where(np.isfinite(post_v), post_v, np.eye(len(variants))[0])
                 # Pareto-smoothed importance weights (arviz): the largest raw weights are replaced by the
                 # order statistics of a fitted generalized Pareto tail, so that a few lucky proposals do not
                 # carry the whole resample (which would make the intervals too narrow when ESS is small)
-                lw_s, _ = psislw(np.where(np.isfinite(lw), lw, -np.inf))
+                lw_s = np.concatenate([psislw(lw)[0] + np.log(np.maximum(post_v[:, v:v + 1], 1e-300))
+                                       for v, lw in enumerate(lws)], -1)
+                zp = np.concatenate(zps, 1)
                 key, sub = jax.random.split(key)
                 picks = np.asarray(jax.random.categorical(sub, jnp.asarray(lw_s), axis=-1,
                                                           shape=(num_draws, B))).T
                 zd = np.take_along_axis(zp, picks[..., None], axis=1)
+                variant_of = picks // num_proposals  # 0 creep, 1 exponential (w = 1)
+                # ESS of the combined raw weights: each variant's normalised weights times its probability
+                wv = [np.exp(lw - logsumexp(lw, axis=-1, keepdims=True)) * post_v[:, v:v + 1] for v, lw in enumerate(lws)]
+                e_all = 1.0 / np.sum(np.concatenate(wv, -1) ** 2, -1)
                 for b, i in enumerate(sel):
                     for c, k in enumerate(SITES):
                         out[k][i] = np.asarray(biject_to(sites[k].support)(jnp.asarray(zd[b, :, c])))
-                    ess[i] = float(e[b])
+                    out["w"][i][variant_of[b] == 1] = 1.0
+                    ess[i] = float(e_all[b])
+                    p_variant[i, :len(variants)] = post_v[b]
                 if pbar is not None:
                     pbar.advance(pbar.task_ids[0], len(sel))
     finally:
         if pbar is not None:
             pbar.stop()
-    return CreepPosterior(out, t0, span, center, scale, n_obs, ess, time.perf_counter() - start)
+    return CreepPosterior(out, t0, span, center, scale, n_obs, ess, time.perf_counter() - start, p_variant)
 
 
 def fit_creep(steps, values, *, key, **kwargs) -> CreepPosterior:

@@ -8,7 +8,8 @@ points (AR(1) residuals), never a bare number.
 
 Methods (``method=``):
 
-- ``"creep"`` (default): the fast-rise-plus-creep model of :mod:`grpojax.fit._creep`, posterior
+- ``"creep"`` (default): the fast-rise-plus-creep model of :mod:`grpojax.fit._creep`, averaged with
+  its special case a single exponential by their marginal likelihoods (``p_variant``), posterior
   predictive of the window mean. It reports only quantities a curve identifies (plateau ``p*``,
   start level, fast rate ``λ_f = K_eff/C``, the creep's rate distribution, noise); the oscillator's
   ``M``, ``C``, ``K_eff`` separately need the hyperparameters.
@@ -22,8 +23,9 @@ Methods (``method=``):
 Status (``WindowForecast.status``, one of :data:`WINDOW_STATUSES`); which values occur depends on the method:
 
 - ``"creep"``: ``"ok"``; ``"collapse"`` when the prefix rises, then falls after a peak, both beyond what its noise
-  explains: the monotone model cannot forecast a collapse, so the interval is widened down to below
-  the prefix's lowest level and the point forecast is the current level; ``"misfit"`` when the end
+  explains: the monotone model cannot forecast a collapse, so the point forecast is the current level
+  and the interval reaches from below the prefix's lowest level up to the peak (the run may fall
+  further or recover); ``"misfit"`` when the end
   of the prefix departs upwards from the fit; ``"weak_posterior"`` when the importance sampler's
   effective sample size is small (the interval may be too narrow).
 - ``"persistence"``: always ``"ok"``.
@@ -85,6 +87,9 @@ class WindowForecast(NamedTuple):
         band: ``{"steps", "lo", "median", "hi"}`` of the mean curve from the prefix start to the
             window end (creep only; None otherwise).
         ess: importance-sampling effective sample size (creep; NaN otherwise).
+        p_variant: ``{"creep", "exponential"}``: posterior probabilities of the creep model and of its
+            special case a single exponential (creep method; empty otherwise). The forecast averages
+            the two in these proportions.
     """
 
     mean: float
@@ -100,6 +105,7 @@ class WindowForecast(NamedTuple):
     params: dict
     band: dict | None
     ess: float
+    p_variant: dict = {}
 
 
 def _mean_var_factor(n, rho):
@@ -293,7 +299,8 @@ def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key):
         rng_y = float(np.max(yp) - np.min(yp))
         point = level_now
         lo = min(lo, float(np.min(yp)) - rng_y)
-        hi = max(level_now + 3.0 * se_last, level_now + 2.0 * se)
+        # a run that fell may fall further or recover: the interval reaches the peak it fell from
+        hi = max(level_now + 3.0 * se_last, level_now + 2.0 * se, float(smooth.max()) + 2.0 * se_last)
     return point, lo, hi, status, band
 
 
@@ -328,17 +335,19 @@ def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float
     if method == "creep":
         post = fit_creep_batched([(p[0], p[1]) for p in parts], key=keys[-1], show_progress=show_progress)
     for i, (sp, yp, w, _, n_w) in enumerate(parts):
-        params, band, ess = {}, None, float("nan")
+        params, band, ess, p_variant = {}, None, float("nan"), {}
         if method == "creep":
             point, lo, hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, level, keys[i])
             params, ess = _summaries(post, i, level), float(post.ess[i])
+            p_variant = dict(zip(("creep", "exponential"), map(float, post.p_variant[i])))
         elif method == "persistence":
             point, lo, hi = _persistence(sp, yp, w, n_w, level, w[1] - w[0])
             status = "ok"
         else:
             point, lo, hi, status = _law(sp, yp, w, n_w, level, method, keys[i])
         out.append(WindowForecast(float(point), float(lo), float(hi), float(level), method, status, float(sp[-1]),
-                                  int(sp.size), (float(w[0]), float(w[1])), int(n_w), params, band, ess))
+                                  int(sp.size), (float(w[0]), float(w[1])), int(n_w), params, band, ess,
+                                  p_variant))
     return out
 
 
