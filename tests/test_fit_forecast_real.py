@@ -146,3 +146,21 @@ def test_model_average_prefers_the_law_the_curve_needs():
         assert abs(frac - p[i, 1]) < 0.05, (i, frac, p[i])
     single = fit_creep_batched(expo[:1], key=jax.random.PRNGKey(0), average=False)
     assert np.allclose(single.p_variant, [[1.0, 0.0]]) and np.all(single.samples["w"][0] < 1.0)
+
+
+def test_bounds_clip_the_forecast_interval_and_band():
+    """An accuracy near 1 with wide noise: without bounds the interval passes 1; with (0, 1) nothing does."""
+    s = np.arange(1.0, 121.0)
+    y = np.clip(1.02 - 0.5 * np.exp(-s / 20.0) + 0.03 * np.random.default_rng(9).standard_normal(s.size), 0, 1)
+    free = forecast_window((s, y), prefix=0.5)
+    assert free.hi > 1.0  # the unbounded predictive reaches past the metric's range
+    fc = forecast_window((s, y), prefix=0.5, bounds=(0.0, 1.0))
+    assert fc.lo == pytest.approx(free.lo) and fc.hi == 1.0 and fc.mean <= 1.0
+    assert np.max(fc.band["hi"]) <= 1.0 and np.max(fc.band["median"]) <= 1.0
+
+
+@pytest.mark.parametrize("bounds", [(1.0, 0.0), (0.0, float("inf")), (None, 1.0), (0.0,)])
+def test_bad_bounds_are_refused(bounds):
+    s = np.arange(1.0, 41.0)
+    with pytest.raises(ValueError, match="bounds"):
+        forecast_window((s, np.log(s)), prefix=0.5, method="persistence", bounds=bounds)

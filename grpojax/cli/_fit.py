@@ -67,7 +67,7 @@ def register(subparsers) -> None:
     p.add_argument("--group-size", type=float, default=1.0, help="mechanistic: group size G")
     p.add_argument("--bounds", type=float, nargs=2, default=None, metavar=("LO", "HI"),
                    help="the range the metric can take (e.g. 0 1 for an accuracy): a fitted plateau outside it "
-                        "is reported as law_cannot_describe")
+                        "is reported as law_cannot_describe, and the window forecast is clipped to it")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
     p.set_defaults(func=run)
 
@@ -96,7 +96,8 @@ def _window_forecasts(runs, args, key):
         raise CLIError(f"--window must be in (0, 1 - prefix] = (0, {1.0 - args.prefix:g}], got {args.window}")
     curves = [r.series(args.metric) for r in runs]
     fcs = forecast_windows(curves, prefix=args.prefix, window=args.window, method=args.forecast_method,
-                           metric=args.metric, key=key, show_progress=sys.stderr.isatty())
+                           metric=args.metric, key=key, bounds=None if args.bounds is None else tuple(args.bounds),
+                           show_progress=sys.stderr.isatty())
     observed = []
     for (steps, y), wf in zip(curves, fcs):
         m = (steps >= wf.window[0]) & (steps <= wf.window[1]) & np.isfinite(y)

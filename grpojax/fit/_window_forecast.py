@@ -138,6 +138,18 @@ def _ar1_noise(y):
     return float(np.sqrt(np.var(d) / (2.0 * (1.0 - rho)))), rho
 
 
+def _check_bounds(bounds):
+    if bounds is None:
+        return -np.inf, np.inf
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"bounds must be a pair (lo, hi) of numbers or None, got {bounds!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ValueError(f"bounds must be two finite numbers lo < hi, got {bounds!r}")
+    return lo, hi
+
+
 def _series(run_or_curve, metric):
     if hasattr(run_or_curve, "series"):
         s, y = run_or_curve.series(metric)
@@ -305,7 +317,7 @@ def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key):
 
 
 def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float = 0.9, method: str = "creep",
-                     metric: str = "reward_mean", end_steps=None, key=None, show_progress: bool = False
+                     metric: str = "reward_mean", end_steps=None, key=None, bounds=None, show_progress: bool = False
                      ) -> list[WindowForecast]:
     """:func:`forecast_window` for many curves at once (the creep posteriors are fitted in one batch).
 
@@ -321,6 +333,7 @@ def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
+    lo_b, hi_b = _check_bounds(bounds)
     curves = list(curves)
     end_steps = [None] * len(curves) if end_steps is None else list(end_steps)
     if len(end_steps) != len(curves):
@@ -345,6 +358,10 @@ def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float
             status = "ok"
         else:
             point, lo, hi, status = _law(sp, yp, w, n_w, level, method, keys[i])
+        if bounds is not None:  # the metric cannot leave its range: neither can its forecast
+            point, lo, hi = (float(np.clip(v, lo_b, hi_b)) for v in (point, lo, hi))
+            if band is not None:
+                band = {k: (v if k == "steps" else np.clip(v, lo_b, hi_b)) for k, v in band.items()}
         out.append(WindowForecast(float(point), float(lo), float(hi), float(level), method, status, float(sp[-1]),
                                   int(sp.size), (float(w[0]), float(w[1])), int(n_w), params, band, ess,
                                   p_variant))
@@ -352,7 +369,7 @@ def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float
 
 
 def forecast_window(run_or_curve, *, prefix: float, window: float = 0.1, level: float = 0.9, method: str = "creep",
-                    metric: str = "reward_mean", end_step: float | None = None, key=None) -> WindowForecast:
+                    metric: str = "reward_mean", end_step: float | None = None, key=None, bounds=None) -> WindowForecast:
     """Forecast the mean reward over the final ``window`` of a run from its first ``prefix``.
 
     The run spans ``[first step, end_step]`` (``end_step`` defaults to the last logged step: pass the
@@ -369,12 +386,15 @@ def forecast_window(run_or_curve, *, prefix: float, window: float = 0.1, level: 
         metric: run column to forecast (``"reward_mean"``, ``"eval_reward"``, ...).
         end_step: planned last step (None: the last logged step).
         key: PRNG key (None: a fixed key).
+        bounds: ``(lo, hi)`` the metric can take (e.g. ``(0, 1)`` for an accuracy), or None. The forecast,
+            its interval and the band are clipped to it: a quantile of a bounded quantity's predictive
+            distribution lies inside its range.
 
     Returns:
         :class:`WindowForecast`.
 
     Raises:
-        ValueError: bad ``prefix``/``window``/``level``/``method``, too few prefix points, bad steps.
+        ValueError: bad ``prefix``/``window``/``level``/``method``/``bounds``, too few prefix points, bad steps.
     """
     return forecast_windows([run_or_curve], prefix=prefix, window=window, level=level, method=method, metric=metric,
-                            end_steps=[end_step], key=key)[0]
+                            end_steps=[end_step], key=key, bounds=bounds)[0]
