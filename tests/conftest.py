@@ -48,3 +48,15 @@ def real_runs() -> pathlib.Path:
     if not REAL_RUNS.is_dir():
         pytest.skip("../shared/real-runs is absent (a user's clone has no shared folder)")
     return REAL_RUNS
+
+
+@pytest.fixture(scope="session")
+def labelled_corpus(real_runs, real_logs):
+    """``(module, runs)``: ``experiments/diagnose_real_runs.py`` loaded as a module, and every run of the
+    real corpus it reads (skips where the corpus is absent)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("diagnose_real_runs", REPO / "experiments" / "diagnose_real_runs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod, mod.load_runs(real_runs, real_logs)

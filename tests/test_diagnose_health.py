@@ -200,15 +200,8 @@ def test_simulated_verdicts_survive_a_flat_tail(seed):
             assert full[m].verdict == long[m].verdict, m
 
 
-def test_real_verdicts_survive_a_flat_tail_and_early_evidence_survives_truncation(real_runs, real_logs):
-    import importlib.util
-    import pathlib
-
-    root = pathlib.Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("drr", root / "experiments" / "diagnose_real_runs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    runs = mod.load_runs(real_runs, real_logs)
+def test_real_verdicts_survive_a_flat_tail_and_early_evidence_survives_truncation(labelled_corpus):
+    _, runs = labelled_corpus
     assert len(runs) >= 37
     changed, lost = [], []
     for run in runs:

@@ -90,15 +90,8 @@ def test_verl_train_keeps_rising_after_validation_saturates(real_diagnoses):
 
 
 @pytest.fixture(scope="module")
-def labelled_rows(real_runs, real_logs):
-    import importlib.util
-    import pathlib
-
-    root = pathlib.Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("drr_labels", root / "experiments" / "diagnose_real_runs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    runs = mod.load_runs(real_runs, real_logs)
+def labelled_rows(labelled_corpus):
+    mod, runs = labelled_corpus
     rows, _ = mod.label_rows(runs, mod.read_labels(mod.LABELS), with_rldoctor=False)
     assert len({r["run"] for r in rows}) >= 40
     return mod, rows

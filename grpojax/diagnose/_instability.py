@@ -108,6 +108,18 @@ def _collapse_evidence(run: RunLog, cfg: DiagnoseConfig, episodes: list) -> list
             make_evidence("reward_mean", s, "gain before the peak in per-step noise sd", float(z))]
 
 
+def _late_ratio(run: RunLog, col: str, head_window, statistic: str, threshold: float, cfg: DiagnoseConfig):
+    """Late median over the median of a head window (``initial_window`` or ``early_window``) of ``col``'s
+    finite values: ``(steps, values, head median, evidence that the ratio is >= threshold)``."""
+    s, v = run.series(col)
+    s, v = s[np.isfinite(v)], v[np.isfinite(v)]
+    head = head_window(v.size, cfg)
+    _, late = edge_windows(v.size, cfg.edge_fraction, cfg.min_window_points)
+    v0, v1 = float(np.median(v[head])), float(np.median(v[late]))
+    ratio = v1 / v0 if v0 > 0 else float("nan")
+    return s, v, v0, make_evidence(col, np.r_[s[head], s[late]], statistic, ratio, threshold, ">=", kind="ratio")
+
+
 def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
                                  p_unstable: float | None = None) -> ModeResult:
     """Dynamical-instability detector.
@@ -158,13 +170,8 @@ def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
         ev += _collapse_evidence(run, cfg, episodes)
     if run.count("entropy") >= cfg.min_points:
         used.append("entropy")
-        s, h = run.series("entropy")
-        s, h = s[np.isfinite(h)], h[np.isfinite(h)]
-        head = initial_window(h.size, cfg)
-        _, late = edge_windows(h.size, cfg.edge_fraction, cfg.min_window_points)
-        h0, h1 = float(np.median(h[head])), float(np.median(h[late]))
-        e = make_evidence("entropy", np.r_[s[head], s[late]], "late/initial median ratio (blow-up)",
-                          h1 / h0 if h0 > 0 else float("nan"), cfg.entropy_blowup_ratio, ">=", kind="ratio")
+        s, h, h0, e = _late_ratio(run, "entropy", initial_window, "late/initial median ratio (blow-up)",
+                                  cfg.entropy_blowup_ratio, cfg)
         ev.append(e)
         if e.triggered:
             up = np.flatnonzero(h >= cfg.entropy_blowup_ratio * h0)
@@ -172,14 +179,8 @@ def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
         panel["entropy"] = (s, h)
     if run.count("grad_norm") >= cfg.min_points:
         used.append("grad_norm")
-        s, g = run.series("grad_norm")
-        s, g = s[np.isfinite(g)], g[np.isfinite(g)]
-        early = early_window(g.size, cfg)
-        _, late = edge_windows(g.size, cfg.edge_fraction, cfg.min_window_points)
-        g0, g1 = float(np.median(g[early])), float(np.median(g[late]))
-        ratio = float("nan") if g0 <= 0 else g1 / g0
-        ev.append(make_evidence("grad_norm", np.r_[s[early], s[late]], "late/early median ratio", ratio,
-                                cfg.grad_norm_growth, ">=", kind="ratio"))
+        s, g, _, e = _late_ratio(run, "grad_norm", early_window, "late/early median ratio", cfg.grad_norm_growth, cfg)
+        ev.append(e)
         panel["grad_norm"] = (s, g)
     if run.count("is_ratio_max") >= cfg.min_points:
         used.append("is_ratio_max")
