@@ -22,12 +22,12 @@ Methods (``method=``):
 
 Status (``WindowForecast.status``, one of :data:`WINDOW_STATUSES`); which values occur depends on the method:
 
-- ``"creep"``: ``"ok"``; ``"collapse"`` when the prefix rises, then falls after a peak, both beyond what its noise
-  explains: the monotone model cannot forecast a collapse, so the point forecast is the current level
-  and the interval reaches from below the prefix's lowest level up to the peak (the run may fall
-  further or recover); ``"misfit"`` when the end
-  of the prefix departs upwards from the fit; ``"weak_posterior"`` when the importance sampler's
-  effective sample size is small (the interval may be too narrow).
+- ``"creep"``: ``"ok"``; ``"collapse"`` when the prefix rises, then falls after a peak, both beyond
+  what its noise explains: the monotone model cannot forecast a collapse, so the point forecast is the
+  current level and the interval reaches from below the prefix's lowest level up to the peak (the run
+  may fall further or recover); ``"misfit"`` when the end of the prefix departs upwards from the fit;
+  ``"weak_posterior"`` when the importance sampler's effective sample size is small (the interval may
+  be too narrow).
 - ``"persistence"``: always ``"ok"``.
 - ``"exponential"``, ``"sigmoid"``: the status of the least-squares fit of the prefix
   (:data:`grpojax.fit.STATUSES` less ``"insufficient_data"``, which a single curve raises as a
