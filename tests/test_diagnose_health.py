@@ -304,6 +304,13 @@ def test_entropy_blow_up_is_instability_at_any_logged_length():
     calm = RunLog.from_columns({"reward_mean": run.columns["reward_mean"],
                                 "entropy": np.linspace(1.0, 2.0, len(run))})
     assert detect_dynamical_instability(calm, CFG).verdict == "not_detected"
+    # nor is entropy that grows while the reward grows (exploring away from a confident wrong answer)
+    t = np.arange(len(run), dtype=float)
+    exploring = RunLog.from_columns({"reward_mean": 0.1 + 0.5 * (1 - np.exp(-t / 10)),
+                                     "entropy": run.columns["entropy"]})
+    res = detect_dynamical_instability(exploring, CFG)
+    assert res.verdict == "not_detected", res.reason
+    assert "exploration" in [e for e in res.evidence if e.metric == "entropy"][0].statistic
 
 
 def test_quiet_steps_do_not_hide_a_gradient_spike():

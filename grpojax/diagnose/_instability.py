@@ -17,8 +17,9 @@ limit cycle or diverges, and gradient norms / importance ratios grow. Evidence (
 - a reward collapse (the escape past the threshold): the run lost ``>= collapse_lost_fraction`` of its
   gain by the end (smoothed peak minus late median over smoothed peak minus initial median), after a
   gain of ``>= collapse_min_rise_sd`` per-step noise standard deviations;
-- an entropy blow-up: late over initial median ``entropy`` ``>= entropy_blowup_ratio`` (the policy
-  left the text it was trained on; the concentration detector watches the opposite direction);
+- an entropy blow-up: late over initial median ``entropy`` ``>= entropy_blowup_ratio`` while the
+  reward ends no higher than it began (the policy left the text it was trained on; entropy that grows
+  with the reward is exploration; the concentration detector watches the opposite direction);
 - ``grad_norm`` late/early median ratio ``>= grad_norm_growth``;
 - ``is_ratio_max`` late median ``>= is_ratio_max_late``;
 - non-finite reward / grad norm / ratio values (divergence);
@@ -172,6 +173,16 @@ def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
         used.append("entropy")
         s, h, h0, e = _late_ratio(run, "entropy", initial_window, "late/initial median ratio (blow-up)",
                                   cfg.entropy_blowup_ratio, cfg)
+        if e.triggered and run.count("reward_mean") >= cfg.min_points:
+            # entropy that grows while the reward grows is exploration (a policy leaving a confident wrong
+            # answer), not divergence: a blow-up counts only when the run ends no better than it began
+            _, r = run.series("reward_mean")
+            r = r[np.isfinite(r)]
+            _, late_r = edge_windows(r.size, cfg.edge_fraction, cfg.min_window_points)
+            r0, r1 = float(np.median(r[initial_window(r.size, cfg)])), float(np.median(r[late_r]))
+            if r1 > r0:
+                e = e._replace(triggered=False, score=0.0,
+                               statistic=e.statistic + f" [reward rose {r0:.3g} -> {r1:.3g}: exploration]")
         ev.append(e)
         if e.triggered:
             up = np.flatnonzero(h >= cfg.entropy_blowup_ratio * h0)
