@@ -31,6 +31,8 @@ EXPERIMENTS = (
     ("failure_benchmark", "Failure-mode separation on labelled runs"),
     ("grpo_tiny", "GRPO loop on a tiny decoder (tiny-arith)"),
     ("advisor_validation", "Hyperparameter advisor vs measured bandit outcomes"),
+    ("diagnose_real_runs", "Detectors on hand-labelled real runs, beside rldoctor"),
+    ("forecast_real_runs", "Window forecasts of real runs against three baselines"),
 )
 
 EXAMPLE = """Example:
