@@ -330,3 +330,17 @@ def test_quiet_steps_do_not_hide_a_gradient_spike():
     g[120] = 0.45  # without the spike nothing is flagged: the quiet steps themselves are not spikes
     res = detect_gradient_spikes(RunLog.from_columns({"reward_mean": np.full(n, 0.5), "grad_norm": g}), CFG)
     assert res.verdict == "not_detected", res.reason
+
+
+def test_short_marks_a_gated_statistic_and_kl_severity_grows_with_the_level():
+    from grpojax.diagnose._types import make_evidence
+
+    gated = make_evidence("grad_norm", (1, 2), "z", 12.6, 8.0, ">=", kind="zscore")._replace(triggered=False)
+    assert gated.short() == "grad_norm 12.6 (>= 8, gated)"
+    below = make_evidence("grad_norm", (1, 2), "z", 3.0, 8.0, ">=", kind="zscore")
+    assert below.short() == "grad_norm 3 (>= 8)"
+    for bound in (1.0, 0.1):  # the old ratio score was 1 at any level for a bound of 1, and fell with it below 1
+        scores = [make_evidence("kl", (1, 2), "late median", v * bound, bound, ">=", kind="level").score
+                  for v in (1.0, 2.0, 10.0, 100.0)]
+        assert scores[0] == pytest.approx(0.5) and scores[2] == pytest.approx(1.0)
+        assert scores[0] < scores[1] < scores[2] == scores[3]

@@ -101,8 +101,7 @@ class DiagnoseConfig:
         zero_grad_fraction: ... or the late fraction of (numerically) zero grad norms is >= this.
         zero_grad_rel_tol: a grad norm <= this x the median positive grad norm counts as zero.
         entropy_ratio: policy concentration needs late/initial entropy <= this ...
-        reward_rise_t: ... and the reward's rise z-score >= this (also the hacking detector's gate on the
-            train slope t-statistic) ...
+        reward_rise_t: ... and the reward's rise z-score >= this ...
         reward_done_at_entropy_half: ... and at most this fraction of the rise done at the entropy
             half-life.
         oscillation_growth: instability when the largest block std of the detrended reward over the

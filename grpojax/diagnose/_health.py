@@ -233,7 +233,7 @@ def detect_kl_drift(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
         return _insufficient(mode, f">= {cfg.min_points} finite points of kl", run, ("kl",))
     _, late = edge_windows(n, cfg.edge_fraction, cfg.min_window_points)
     level = float(np.median(kl[late]))
-    ev.append(make_evidence("kl", s[late], "late median (nats)", level, cfg.kl_bound, ">=", kind="ratio"))
+    ev.append(make_evidence("kl", s[late], "late median (nats)", level, cfg.kl_bound, ">=", kind="level"))
     med = _running_median(kl, _RUN_MED)
     x = s.astype(float)
     whole = stats.linregress(x, med)

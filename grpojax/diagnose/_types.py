@@ -73,11 +73,14 @@ class Evidence(NamedTuple):
                 f"({self.op} {_fmt(self.threshold)}{sup}; {rng})")
 
     def short(self) -> str:
-        """The evidence as one short phrase, ``name value (op threshold)``, for narrow terminals."""
+        """The evidence as one short phrase, ``name value (op threshold)``, for narrow terminals; a value past
+        its threshold that another condition held back reads ``(op threshold, gated)``."""
         name = self.metric.split(",")[0].split("/")[-1]
         if self.op == "info":
             return f"{name} {_fmt(self.value)}"
-        return f"{name} {_fmt(self.value)} ({self.op} {_fmt(self.threshold)})"
+        past = (self.value >= self.threshold) if self.op == ">=" else (self.value <= self.threshold)
+        gated = ", gated" if past and not self.triggered else ""
+        return f"{name} {_fmt(self.value)} ({self.op} {_fmt(self.threshold)}{gated})"
 
 
 def _fmt(x: float) -> str:
@@ -99,7 +102,9 @@ def make_evidence(metric: str, steps: np.ndarray | tuple[float, float], statisti
         metric, statistic: see :class:`Evidence`.
         steps: the steps used (their min and max become ``step_range``) or the range itself.
         value, threshold, op: see :class:`Evidence`.
-        kind: ``"ratio"`` (score ``log value / (2 log threshold)``), ``"fraction"`` (score = value),
+        kind: ``"ratio"`` (score ``log value / (2 log threshold)``, for a ratio to a baseline of 1),
+            ``"level"`` (an absolute level against a bound: score ``0.5 + 0.5 log10(value / threshold)``,
+            0.5 at the bound and 1 at ten times it; mirrored for ``"<="``), ``"fraction"`` (score = value),
             ``"probability"`` (score = value), ``"zscore"`` (score ``value / (2 threshold)``),
             ``"flag"`` (score 1) or ``"gate"`` (score 0: a precondition, not a measure of severity).
     """
@@ -123,6 +128,9 @@ def make_evidence(metric: str, steps: np.ndarray | tuple[float, float], statisti
         if kind == "ratio":
             lv, lt = np.log(max(value, 1e-300)), np.log(threshold)
             score = 1.0 if lt == 0 else float(np.clip(lv / (2 * lt), 0.0, 1.0))
+        elif kind == "level":
+            r = value / threshold if op == ">=" else threshold / max(value, 1e-300)
+            score = float(np.clip(0.5 + 0.5 * np.log10(max(r, 1e-300)), 0.0, 1.0))
         elif kind in ("fraction", "probability"):
             score = float(np.clip(value if op == ">=" else 1 - value, 0.0, 1.0))
         elif kind == "zscore":
@@ -132,7 +140,7 @@ def make_evidence(metric: str, steps: np.ndarray | tuple[float, float], statisti
         elif kind == "gate":  # a condition that must hold but says nothing about how severe
             score = 0.0
         else:
-            raise ValueError(f"kind must be ratio/fraction/probability/zscore/flag/gate, got {kind!r}")
+            raise ValueError(f"kind must be ratio/level/fraction/probability/zscore/flag/gate, got {kind!r}")
     return Evidence(metric, step_range, statistic, value, threshold, op, triggered, score)
 
 
@@ -207,7 +215,8 @@ class Diagnosis:
 
     Attributes:
         run: the run's name.
-        results: ``{mode: ModeResult}`` for the four modes and ``"mean_field_validity"``.
+        results: ``{mode: ModeResult}`` for the four modes, the training-health checks (:data:`HEALTH_MODES`)
+            and ``"mean_field_validity"``.
         config: the thresholds used (as a dict).
     """
 
