@@ -462,14 +462,14 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
                     ys[b, :n] = (y - center[i]) / scale[i]
                     ms[b, :n] = True
                     anc[b] = _anchors(ys[b, :n])
+                z0 = np.zeros((B, R, len(SITES)))  # the same starting points serve every variant
+                for b in range(B):
+                    for r, rs in enumerate(_RESTARTS):
+                        v = _init_values(anc[b], rs)
+                        z0[b, r] = [float(biject_to(sites[k].support).inv(jnp.asarray(float(v[k])))) for k in SITES]
                 zps, lws = [], []
                 for creep in variants:
                     anc[:, 2] = creep
-                    z0 = np.zeros((B, R, len(SITES)))
-                    for b in range(B):
-                        for r, rs in enumerate(_RESTARTS):
-                            v = _init_values(anc[b], rs)
-                            z0[b, r] = [float(biject_to(sites[k].support).inv(jnp.asarray(float(v[k])))) for k in SITES]
                     key, sub = jax.random.split(key)
                     zp, lw = _laplace_is(jnp.asarray(z0), jnp.asarray(ts), jnp.asarray(ys), jnp.asarray(ms),
                                             jnp.asarray(anc), jax.random.split(sub, B), int(opt_steps),
