@@ -82,15 +82,21 @@ def oscillation_growth(resid: np.ndarray, cfg: DiagnoseConfig) -> dict:
     return {"growth": growth, "p_value": p, "sd": sd, "blocks": blocks, "peak": peak}
 
 
+def _edges(run: RunLog, col: str, head_window, cfg: DiagnoseConfig):
+    """``col``'s finite ``(steps, values)``, its head window (``initial_window`` or ``early_window``) and its
+    late window."""
+    s, v = run.series(col)
+    keep = np.isfinite(v)
+    s, v = s[keep], v[keep]
+    return s, v, head_window(v.size, cfg), edge_windows(v.size, cfg.edge_fraction, cfg.min_window_points)[1]
+
+
 def _collapse_evidence(run: RunLog, cfg: DiagnoseConfig, episodes: list) -> list[Evidence]:
-    s, r = run.series("reward_mean")
-    keep = np.isfinite(r)
-    s, r = s[keep], r[keep]
+    s, r, head, late = _edges(run, "reward_mean", initial_window, cfg)
     if r.size < cfg.min_points:
         return []
     smooth = centred_mean(r, clip_window(r.size, 0.05, 3, 10))
-    r0 = float(np.median(r[initial_window(r.size, cfg)]))
-    _, late = edge_windows(r.size, cfg.edge_fraction, cfg.min_window_points)
+    r0 = float(np.median(r[head]))
     k = int(np.argmax(smooth[: late.start])) if late.start > 0 else 0
     peak, r1 = float(smooth[k]), float(np.median(r[late]))
     noise = float(np.std(np.diff(r)) / np.sqrt(2.0))
@@ -112,10 +118,7 @@ def _collapse_evidence(run: RunLog, cfg: DiagnoseConfig, episodes: list) -> list
 def _late_ratio(run: RunLog, col: str, head_window, statistic: str, threshold: float, cfg: DiagnoseConfig):
     """Late median over the median of a head window (``initial_window`` or ``early_window``) of ``col``'s
     finite values: ``(steps, values, head median, evidence that the ratio is >= threshold)``."""
-    s, v = run.series(col)
-    s, v = s[np.isfinite(v)], v[np.isfinite(v)]
-    head = head_window(v.size, cfg)
-    _, late = edge_windows(v.size, cfg.edge_fraction, cfg.min_window_points)
+    s, v, head, late = _edges(run, col, head_window, cfg)
     v0, v1 = float(np.median(v[head])), float(np.median(v[late]))
     ratio = v1 / v0 if v0 > 0 else float("nan")
     return s, v, v0, make_evidence(col, np.r_[s[head], s[late]], statistic, ratio, threshold, ">=", kind="ratio")
@@ -176,10 +179,8 @@ def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
         if e.triggered and run.count("reward_mean") >= cfg.min_points:
             # entropy that grows while the reward grows is exploration (a policy leaving a confident wrong
             # answer), not divergence: a blow-up counts only when the run ends no better than it began
-            _, r = run.series("reward_mean")
-            r = r[np.isfinite(r)]
-            _, late_r = edge_windows(r.size, cfg.edge_fraction, cfg.min_window_points)
-            r0, r1 = float(np.median(r[initial_window(r.size, cfg)])), float(np.median(r[late_r]))
+            _, r, head_r, late_r = _edges(run, "reward_mean", initial_window, cfg)
+            r0, r1 = float(np.median(r[head_r])), float(np.median(r[late_r]))
             if r1 > r0:
                 e = e._replace(triggered=False, score=0.0,
                                statistic=e.statistic + f" [reward rose {r0:.3g} -> {r1:.3g}: exploration]")
