@@ -54,9 +54,7 @@ def real_runs() -> pathlib.Path:
 def labelled_corpus(real_runs, real_logs):
     """``(module, runs)``: ``experiments/diagnose_real_runs.py`` loaded as a module, and every run of the
     real corpus it reads (skips where the corpus is absent)."""
-    import importlib.util
+    from _experiments import load_experiment
 
-    spec = importlib.util.spec_from_file_location("diagnose_real_runs", REPO / "experiments" / "diagnose_real_runs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_experiment("diagnose_real_runs")
     return mod, mod.load_runs(real_runs, real_logs)

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from _experiments import load_experiment
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("failure_benchmark", ROOT / "experiments" / "failure_benchmark.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_experiment("failure_benchmark")
 
 
 def test_confusion_recall_and_false_positive_rate():

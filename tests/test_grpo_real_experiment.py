@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import pathlib
 
@@ -12,16 +11,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from _experiments import load_experiment
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODEL = ROOT / "models" / "smollm2-135m-instruct"
 
 
 @pytest.fixture(scope="module")
 def gr():
-    spec = importlib.util.spec_from_file_location("grpo_real", ROOT / "experiments" / "grpo_real.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_experiment("grpo_real")
 
 
 # ------------------------------------------------------------------------------------------ paired difference
@@ -172,9 +170,7 @@ def test_shipped_config_prompts_fit_and_answers_parse():
     from grpojax.grpo import load_config, score_completions
 
     cfg = load_config("smollm2-arith")
-    spec = importlib.util.spec_from_file_location("grpo_real", ROOT / "experiments" / "grpo_real.py")
-    gr = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gr)
+    gr = load_experiment("grpo_real")
     setup = gr.load_setup(cfg)
     toks, mask = gr._pad(setup, setup.heldout[:50])
     assert mask.any(1).all()
@@ -184,9 +180,7 @@ def test_shipped_config_prompts_fit_and_answers_parse():
 
 
 def test_two_proportions_matches_a_hand_computation():
-    spec = importlib.util.spec_from_file_location("smollm2_arith_cpu", ROOT / "experiments" / "smollm2_arith_cpu.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_experiment("smollm2_arith_cpu")
     r = mod.two_proportions(0.425, 0.55, 200)
     se = math.sqrt(0.425 * 0.575 / 200 + 0.55 * 0.45 / 200)  # 0.04954...
     assert r["diff"] == pytest.approx(0.125) and r["se_diff"] == pytest.approx(se)
