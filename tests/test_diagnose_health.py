@@ -52,9 +52,10 @@ def test_plateau_reports_best_step_and_a_bounded_gain():
     # independent check of the stretch's gain: least squares on the same points
     i = int(a)
     slope = np.polyfit(t[i:], y[i:], 1)[0]
-    gain = [e for e in res.evidence if e.statistic == "gain over the trailing stretch"][0].value
+    gain = [e for e in res.evidence if e.statistic == "least-squares gain over the trailing stretch"][0].value
     assert gain == pytest.approx(slope * (t[-1] - t[i]), rel=1e-6, abs=1e-9)
     assert "Stop here" in res.advice
+    assert f"gained {gain:+.3g} " in res.advice  # the gain itself, not its upper bound
     rising = RunLog.from_columns({"reward_mean": t / n + 0.01 * np.random.default_rng(2).standard_normal(n)})
     assert detect_learning_plateau(rising, CFG).verdict == "not_detected"
 

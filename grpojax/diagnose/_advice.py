@@ -142,7 +142,7 @@ def length(result, run: RunLog) -> str:
 def plateau(result, col: str) -> str:
     best = _ev(result, col, "best step")
     val = _ev(result, col, "best smoothed value")
-    g = _ev(result, col, "gain over the trailing stretch")
+    g = _ev(result, col, "least-squares gain")
     half = _ev(result, col, "95% CI half-width")
     a, b = result.panel_data.get("plateau", (float("nan"), float("nan")))
     return (f"Stop here: best {col} {val:.3g} at step {best:g}; steps {a:g}-{b:g} gained {g:+.3g} "

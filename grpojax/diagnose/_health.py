@@ -187,7 +187,7 @@ def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     k = int(np.argmax(smooth))
     ev.append(make_evidence(col, s[k:k + 1], "best step (maximum of the smoothed curve)", float(s[k])))
     ev.append(make_evidence(col, s[k:k + 1], "best smoothed value", float(smooth[k])))
-    ev.append(make_evidence(col, seg, "gain over the trailing stretch", g))
+    ev.append(make_evidence(col, seg, "least-squares gain over the trailing stretch", g))
     ev.append(make_evidence(col, seg, "95% CI half-width of that gain", 1.96 * se))
     panel = {col: (s, y), "smooth": (s, smooth), "best_step": float(s[k]), "plateau": (float(seg[0]), float(seg[-1])),
              "column": col}
