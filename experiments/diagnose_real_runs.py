@@ -200,6 +200,41 @@ def label_rows(runs, labels: dict, *, with_rldoctor: bool = True) -> tuple[list[
     return rows, per_run
 
 
+def plateau_label_check(runs, labels: dict) -> list[str]:
+    """A consistency check of the plateau labels: per repository, the runs labelled plateau-free whose
+    monitored reward gained no more over the last half of the run than a run labelled with a plateau that
+    was measured on at least as many points.
+
+    The gain is the least-squares gain of ``eval_reward`` (>= 8 points) or else ``reward_mean`` over the
+    second half of the logged steps; two runs with the same gain and opposite labels mean one label is wrong.
+    Returns one line per such run (empty when the labels are consistent).
+    """
+    from scipy import stats
+
+    gains: dict[str, dict[str, list[tuple[float, int, str]]]] = {}
+    for run in runs:
+        lab = labels.get(run.name, {"labels": {}})["labels"].get("learning_plateau", ("na", ""))[0]
+        if lab not in ("present", "absent"):
+            continue
+        col = "eval_reward" if run.count("eval_reward") >= 8 else "reward_mean"
+        ok = np.isfinite(run.columns[col])
+        s, y = run.steps[ok].astype(float), run.columns[col][ok]
+        half = s >= s[0] + (s[-1] - s[0]) / 2
+        if half.sum() < 4:
+            continue
+        fit = stats.linregress(s[half], y[half])
+        repo = gains.setdefault(labels[run.name]["repo"], {"present": [], "absent": []})
+        repo[lab].append((float(fit.slope * np.ptp(s[half])), int(half.sum()), run.name))
+    out = []
+    for _, g in sorted(gains.items()):
+        for v, k, name in sorted(g["absent"]):
+            rival = [(w, who) for w, m, who in g["present"] if m >= k and w >= v]
+            if rival:
+                w, who = max(rival)
+                out.append(f"{name}: labelled absent, last-half gain {v:+.3f} <= {w:+.3f} of {who} (present)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = experiment_parser(NAME, __doc__, quick_help="the same (the corpus run takes seconds)")
     ap.add_argument("--corpus", type=pathlib.Path, default=ROOT.parent / "shared" / "real-runs",
@@ -265,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{f(c['recall']):>9s}/{f(c['fpr']):<8s}")
     print(f"true findings rldoctor makes and grpojax misses: {len(missed)} {missed[:10]}")
     print(f"true findings grpojax makes and rldoctor misses: {len(extra)}")
+    clash = plateau_label_check(runs, labels)
+    print(f"plateau labels contradicting a same-repository run with the opposite label: {len(clash)}")
+    for line in clash:
+        print(f"  {line}")
     goal = [m for m in ALL_MODES if np.isfinite(sc["all"][m]["recall"])]
     ok = [m for m in goal if sc["all"][m]["recall"] >= 0.8 and not (sc["all"][m]["fpr"] > 0.1)]
     claims = [
@@ -279,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     print_claims(claims)
     write_summary(args.out, NAME, quick=args.quick, claims=claims, figures=[], scores=sc, rldoctor_scores=rl_sc,
                   tuning_repos=tune, held_out_repos=held, missed_by_grpojax=missed, missed_by_rldoctor=extra,
-                  runs=per_run, seconds=elapsed)
+                  runs=per_run, plateau_label_clashes=clash, seconds=elapsed)
     return 0
 
 

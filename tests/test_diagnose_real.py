@@ -97,15 +97,16 @@ def labelled_rows(labelled_corpus):
     return mod, rows
 
 
-_PLATEAU_XFAIL = pytest.mark.xfail(
-    strict=True, reason="one of the 7 plateau-free runs of the off-policy sweep repository (question-only prompt, "
-                        "eval +0.012 +- 0.013 over its last 70 steps) is flagged: false-positive rate 0.14 > 0.1")
+def test_plateau_labels_do_not_contradict_each_other(labelled_corpus):
+    """No run labelled plateau-free gained less over its last half than a same-repository run labelled with a
+    plateau (measured on at least as many points): the labels the detector is scored on are consistent."""
+    mod, runs = labelled_corpus
+    assert mod.plateau_label_check(runs, mod.read_labels(mod.LABELS)) == []
 
 
-@pytest.mark.parametrize("mode", [pytest.param(m, marks=_PLATEAU_XFAIL) if m == "learning_plateau" else m
-                                  for m in ("reward_hacking", "advantage_degeneracy", "policy_concentration",
-                                            "dynamical_instability", "length_pathology", "learning_plateau",
-                                            "clip_saturation", "kl_drift", "gradient_spikes", "reward_imbalance")])
+@pytest.mark.parametrize("mode", ["reward_hacking", "advantage_degeneracy", "policy_concentration",
+                                  "dynamical_instability", "length_pathology", "learning_plateau",
+                                  "clip_saturation", "kl_drift", "gradient_spikes", "reward_imbalance"])
 def test_labelled_real_runs_recall_and_false_positive_rate(labelled_rows, mode):
     """Recall >= 0.8 and false-positive rate <= 0.1 per detector, averaged over source repositories."""
     mod, rows = labelled_rows
