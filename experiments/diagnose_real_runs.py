@@ -24,7 +24,6 @@ Usage:
 from __future__ import annotations
 
 import csv
-import json
 import pathlib
 import sys
 import time
@@ -32,7 +31,7 @@ import warnings
 
 import numpy as np
 
-from grpojax._experiment import Claim, experiment_parser, parse_args, print_claims, write_summary
+from grpojax._experiment import Claim, experiment_parser, parse_args, print_claims, read_corpus_run, write_summary
 
 NAME = "diagnose_real_runs"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -62,31 +61,12 @@ RL_FIELDS = {
 }
 
 
-def load_corpus_run(folder: pathlib.Path):
-    """The run of one corpus folder: ``read_log(run.jsonl)``; an eval-only run (no train reward, which
-    ``read_log`` refuses) is built from the JSONL rows directly."""
-    from grpojax.logs import LogFormatError, RunLog, read_log
-
-    path = folder / "run.jsonl"
-    try:
-        return read_log(path)
-    except LogFormatError:
-        lines = path.read_text().splitlines()
-        head = json.loads(lines[0]).get("_grpojax", {})
-        rows = [json.loads(x) for x in lines[1:] if x.strip()]
-        keys = sorted({k for r in rows for k in r if k != "step"})
-        num = lambda v: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan  # noqa: E731
-        cols = {k: np.array([num(r.get(k)) for r in rows]) for k in keys}
-        return RunLog.from_columns(cols, steps=np.array([r["step"] for r in rows]), name=head.get("name", folder.name),
-                                   source=str(path), format="jsonl", meta=head.get("meta", {}))
-
-
 def load_runs(corpus: pathlib.Path | None, logs: pathlib.Path | None) -> list:
     from grpojax.logs import read_logs
 
     runs = []
     if corpus is not None:
-        runs += [load_corpus_run(d) for d in sorted(corpus.iterdir()) if (d / "run.jsonl").is_file()]
+        runs += [read_corpus_run(d / "run.jsonl") for d in sorted(corpus.iterdir()) if (d / "run.jsonl").is_file()]
     if logs is not None:
         for f in sorted(logs.iterdir()):
             if f.is_file() and f.suffix in (".json", ".log", ".jsonl", ".csv"):
