@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 
-from grpojax._experiment import Claim, experiment_parser, parse_args, print_claims, read_corpus_run, write_summary
+from grpojax._experiment import Claim, experiment_parser, parse_args, print_claims, write_summary
 
 NAME = "diagnose_real_runs"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -62,11 +62,11 @@ RL_FIELDS = {
 
 
 def load_runs(corpus: pathlib.Path | None, logs: pathlib.Path | None) -> list:
-    from grpojax.logs import read_logs
+    from grpojax.logs import read_log, read_logs
 
     runs = []
     if corpus is not None:
-        runs += [read_corpus_run(d / "run.jsonl") for d in sorted(corpus.iterdir()) if (d / "run.jsonl").is_file()]
+        runs += [read_log(d / "run.jsonl") for d in sorted(corpus.iterdir()) if (d / "run.jsonl").is_file()]
     if logs is not None:
         for f in sorted(logs.iterdir()):
             if f.is_file() and f.suffix in (".json", ".log", ".jsonl", ".csv"):

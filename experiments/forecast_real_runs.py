@@ -53,8 +53,7 @@ LEVEL = 0.9
 
 def load_corpus(root: pathlib.Path):
     """``[(run_id, repo, metric, steps, values)]`` for every series with ≥ MIN_SERIES points, and skips."""
-    from grpojax._experiment import read_corpus_run
-    from grpojax.logs import LogFormatError, read_logs
+    from grpojax.logs import LogFormatError, read_log, read_logs
 
     items, skipped = [], []
     index = root / "INDEX.tsv"
@@ -73,7 +72,7 @@ def load_corpus(root: pathlib.Path):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                runs = read_logs(path) if path.suffix != ".jsonl" else [read_corpus_run(path)]
+                runs = read_logs(path) if path.suffix != ".jsonl" else [read_log(path)]
         except (LogFormatError, FileNotFoundError) as e:
             skipped.append((rid, repo, f"unreadable: {str(e)[-120:]}"))
             continue

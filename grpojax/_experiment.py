@@ -16,7 +16,6 @@ among the claims of the paper, the others among grpojax's own additions) with th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 from typing import Any, Iterable, NamedTuple
@@ -24,7 +23,7 @@ from typing import Any, Iterable, NamedTuple
 from grpojax._io import write_json
 
 __all__ = ["SUMMARY_FILE", "VERDICTS", "Claim", "experiment_parser", "load_average", "parse_args", "print_claims",
-           "read_corpus_run", "write_summary"]
+           "write_summary"]
 
 SUMMARY_FILE = "summary.json"
 """The file every experiment writes into its output folder, and ``grpojax reproduce`` reads."""
@@ -124,32 +123,3 @@ def load_average() -> str:
     except (OSError, AttributeError):
         return "unknown"
 
-
-def read_corpus_run(path: str | os.PathLike):
-    """One canonical ``run.jsonl`` of a real-run corpus as a :class:`~grpojax.logs.RunLog`.
-
-    :func:`~grpojax.logs.read_log` reads it; a run that logged only an eval reward (which ``read_log``
-    refuses: it needs a train reward) is built from its rows directly, its header's ``meta`` kept.
-    """
-    import numpy as np
-
-    from grpojax.logs import LogFormatError, RunLog, read_log
-
-    path = pathlib.Path(path)
-    try:
-        return read_log(path)
-    except LogFormatError:
-        lines = path.read_text().splitlines()
-        head = json.loads(lines[0]).get("_grpojax", {})
-        rows = [json.loads(x) for x in lines[1:] if x.strip()]
-        if not rows or not any("eval_reward" in r for r in rows):
-            raise
-        keys = sorted({k for r in rows for k in r if k != "step"})
-
-        def num(v):
-            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan
-
-        cols = {k: np.array([num(r.get(k)) for r in rows]) for k in keys}
-        return RunLog.from_columns(cols, steps=np.array([r["step"] for r in rows]),
-                                   name=head.get("name", path.parent.name), source=str(path), format="jsonl",
-                                   meta=head.get("meta", {}))

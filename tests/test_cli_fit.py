@@ -51,6 +51,7 @@ def test_fit_cli_flat_curve_reports_no_learning(tmp_path):
         (["--bayes", "mechanistic"], "--eta"),
         (["--metric", "nope"], "no 'nope' column"),
         (["--prefix", "0.7", "--window", "0.5", "--forecast-method", "persistence"], "--window"),
+        (["--bounds", "1", "0"], "--bounds"),
     ],
 )
 def test_fit_cli_user_errors(tmp_path, capsys, argv, msg):

@@ -90,6 +90,9 @@ def test_watch_errors_are_one_line(tmp_path, capsys):
     assert main(["watch", str(tmp_path / "a.jsonl"), "--every", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--every" in err
+    assert main(["watch", str(tmp_path / "a.jsonl"), "--bounds", "0", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--bounds" in err
 
 
 def test_watch_help_has_example(capsys):

@@ -164,12 +164,42 @@ def test_resumed_event_file_continues_the_run(tmp_path):
     np.testing.assert_allclose(run.columns["reward_mean"], expect, rtol=1e-6)
 
 
+def test_event_files_are_taken_in_creation_order_when_the_counter_gains_a_digit(tmp_path):
+    """The writer names files ``events.out.tfevents.<time>.<host>.<pid>.<counter>``: counter 10 comes after 9
+    (a plain string sort puts it first, and a resumed run would be read before the run it resumes)."""
+    from grpojax.logs._text import event_files
+
+    names = ["events.out.tfevents.1700000000.vm.812.10.b", "events.out.tfevents.1700000000.vm.812.9.a",
+             "events.out.tfevents.1699999999.vm.99.11", "events.out.tfevents.1700000001.vm.7.2"]
+    for n in names:
+        (tmp_path / n).write_bytes(b"")
+    got = [p.rsplit("/", 1)[-1] for p in event_files(str(tmp_path))]
+    assert got == [names[2], names[1], names[0], names[3]]
+
+
 def test_restarted_event_segment_without_reward_is_one_line_error(tmp_path):
     _events(tmp_path, [(s, 1.0) for s in range(1, 5)], tag="train/loss")
     [path] = list(tmp_path.glob("*tfevents*"))
     with pytest.raises(LogFormatError) as e:
         read_log(path)
     assert str(e.value).startswith(str(path)) and "no reward column" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_run_with_only_an_eval_reward_is_read(tmp_path):
+    """A run that logged only its eval accuracy is a run: read, with that column and its header's meta, and
+    usable by the eval metric; a file with no reward at all is still refused in one line."""
+    head = {"_grpojax": {"version": 1, "name": "lr-sweep", "meta": {"lr": 3e-5}}}
+    rows = [{"step": s, "eval_reward": 0.5 + 0.01 * s} for s in range(0, 50, 5)] + [{"step": 52, "loss": 0.1}]
+    path = tmp_path / "run.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [head, *rows]) + "\n")
+    run = read_log(path)
+    steps, ev = run.series("eval_reward")
+    assert run.name == "lr-sweep" and run.meta["lr"] == 3e-5 and "reward_mean" not in run.columns
+    assert list(steps) == list(range(0, 50, 5)) and ev[-1] == pytest.approx(0.95)
+    path.write_text("\n".join(json.dumps(r) for r in [head, {"step": 0, "loss": 1.0}, {"step": 1, "loss": 0.9}]))
+    with pytest.raises(LogFormatError) as e:
+        read_log(path)
+    assert "no reward column" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_cli_diagnose_writes_one_folder_per_run(tmp_path):

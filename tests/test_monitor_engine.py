@@ -49,6 +49,13 @@ def test_persistence_forecast_matches_window_mean_and_cadence():
     assert r3.refreshed and r3.forecast != r.forecast
 
 
+def test_bounds_clip_the_forecast_and_its_interval():
+    free = update(init_state(), _run(40), CFG)[1].forecast
+    cap = 0.5 * (free["mean"] + free["hi"])  # between the forecast and its upper end
+    got = update(init_state(), _run(40), CFG._replace(bounds=(0.0, cap)))[1].forecast
+    assert got["hi"] == cap and got["mean"] == free["mean"] and got["lo"] == free["lo"]
+
+
 def test_best_checkpoint_is_argmax_of_smoothed_eval():
     _, r = update(init_state(), _run(T), CFG)
     c = _columns()
@@ -96,7 +103,9 @@ def test_report_to_dict_is_json():
 
 
 @pytest.mark.parametrize("cfg, match", [(MonitorConfig(every=0), "every"), (MonitorConfig(method="magic"), "method"),
-                                        (MonitorConfig(level=1.5), "level")])
+                                        (MonitorConfig(level=1.5), "level"),
+                                        (MonitorConfig(bounds=(1.0, 0.0)), "bounds"),
+                                        (MonitorConfig(bounds=(0.0,)), "bounds")])
 def test_bad_config(cfg, match):
     with pytest.raises(ValueError, match=match):
         update(init_state(), _run(20), cfg)

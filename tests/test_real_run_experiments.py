@@ -39,21 +39,3 @@ def test_forecast_claims_follow_the_goal(tmp_path, creep, coverage, verdicts):
     claims = json.loads((tmp_path / "summary.json").read_text())["claims"]
     assert {c["verdict"] for c in claims} == {"not_tested"} and "no real-run corpus" in claims[0]["measured"]
 
-
-def test_corpus_run_with_only_an_eval_reward_is_read(tmp_path):
-    """A canonical run that logged only eval accuracy (``read_log`` needs a train reward) is read from its
-    rows, with its header's meta; a run with no reward at all is still refused with the reader's error."""
-    from grpojax._experiment import read_corpus_run
-    from grpojax.logs import LogFormatError
-
-    head = {"_grpojax": {"version": 1, "name": "lr-sweep", "meta": {"lr": 3e-5}}}
-    rows = [{"step": s, "eval_reward": 0.5 + 0.01 * s} for s in range(0, 50, 5)] + [{"step": 52, "loss": 0.1}]
-    path = tmp_path / "run.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in [head, *rows]) + "\n")
-    run = read_corpus_run(path)
-    steps, ev = run.series("eval_reward")
-    assert run.name == "lr-sweep" and run.meta["lr"] == 3e-5
-    assert list(steps) == list(range(0, 50, 5)) and ev[-1] == pytest.approx(0.95)
-    path.write_text("\n".join(json.dumps(r) for r in [head, {"step": 0, "loss": 1.0}, {"step": 1, "loss": 0.9}]))
-    with pytest.raises(LogFormatError, match="no reward column"):
-        read_corpus_run(path)

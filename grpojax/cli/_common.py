@@ -39,6 +39,24 @@ def progress() -> Progress:
     return _progress(err_console)
 
 
+def add_bounds_arg(p, *, effect: str) -> None:
+    """``--bounds LO HI``: the range the forecast metric can take; ``effect`` says what it does here."""
+    p.add_argument("--bounds", type=float, nargs=2, default=None, metavar=("LO", "HI"),
+                   help=f"the range the metric can take (e.g. 0 1 for an accuracy): {effect}")
+
+
+def check_bounds_arg(args) -> tuple[float, float] | None:
+    """``args.bounds`` as a pair, or None; refuses anything but two finite numbers LO < HI (one line)."""
+    import math
+
+    if args.bounds is None:
+        return None
+    lo, hi = args.bounds
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise CLIError(f"--bounds must be two finite numbers LO < HI, got {lo} {hi}")
+    return float(lo), float(hi)
+
+
 def add_oscillator_args(p, *, group_size_help: str, instant_help: str) -> None:
     """The hyperparameters of the oscillator shared by ``predict`` and ``simulate``."""
     p.add_argument("--eta", type=float, required=True, help="learning rate η > 0")

@@ -6,7 +6,7 @@ import argparse
 import sys
 import warnings
 
-from grpojax.cli._common import CLIError, console, err_console, out_dir, write_json
+from grpojax.cli._common import CLIError, add_bounds_arg, check_bounds_arg, console, err_console, out_dir, write_json
 from grpojax.cli._runs import read_runs, run_folders
 
 DESCRIPTION = """\
@@ -47,6 +47,7 @@ def register(subparsers) -> None:
     p.add_argument("--forecast", type=float, default=None, metavar="PREFIX",
                    help="draw grpojax.fit.forecast_window's band (fitted on this fraction of the run, e.g. "
                         "0.5) over the reward on the dashboard (slow: a posterior fit)")
+    add_bounds_arg(p, effect="the --forecast and its band are clipped to it")
     p.set_defaults(func=run)
 
 
@@ -134,6 +135,9 @@ def run(args) -> int:
     from grpojax.diagnose import diagnose  # noqa: PLC0415
 
     cfg = _config(args.set)
+    if args.forecast is not None and not 0.0 < args.forecast < 1.0:
+        raise CLIError(f"--forecast must be a fraction of the run in (0, 1), got {args.forecast}")
+    bounds = check_bounds_arg(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = read_runs(args.log, args.format, args.run)
@@ -150,18 +154,19 @@ def run(args) -> int:
         rep = {"source": r.source, "format": r.format, **d.to_dict()}
         fc = None
         if args.forecast is not None:
-            if not 0.0 < args.forecast < 1.0:
-                raise CLIError(f"--forecast must be a fraction of the run in (0, 1), got {args.forecast}")
             if r.count("reward_mean") >= 8:
                 from grpojax.fit import forecast_window  # noqa: PLC0415
 
-                fc = forecast_window(r, prefix=args.forecast)
+                fc = forecast_window(r, prefix=args.forecast, bounds=bounds)
                 rep["forecast"] = {"method": fc.method, "status": fc.status, "prefix": args.forecast,
                                    "mean": fc.mean, "lo": fc.lo, "hi": fc.hi, "level": fc.level,
                                    "window": list(fc.window)}
                 console.print(f"forecast of the final-window mean reward from the first "
                               f"{args.forecast:.0%}: {fc.mean:.4g} [{fc.lo:.4g}, {fc.hi:.4g}] ({fc.level:.0%}, "
                               f"{fc.method}, {fc.status})", markup=False, highlight=False, soft_wrap=True)
+            else:
+                err_console.print(f"warning: {r.name}: no forecast: it needs >= 8 points of reward_mean "
+                                  f"(has {r.count('reward_mean')})", markup=False, highlight=False)
         if not args.no_plot:
             import matplotlib.pyplot as plt  # noqa: PLC0415
 

@@ -8,7 +8,7 @@ import sys
 import warnings
 
 from grpojax._io import save_figure
-from grpojax.cli._common import CLIError, console, out_dir, write_json
+from grpojax.cli._common import CLIError, add_bounds_arg, check_bounds_arg, console, out_dir, write_json
 from grpojax.cli._runs import read_runs, run_folders, slug
 
 DESCRIPTION = """\
@@ -65,9 +65,8 @@ def register(subparsers) -> None:
     p.add_argument("--k-ref", type=float, default=None, help="mechanistic: refresh interval / lag K_ref")
     p.add_argument("--lag", default="constant", choices=("constant", "periodic"), help="mechanistic: lag model")
     p.add_argument("--group-size", type=float, default=1.0, help="mechanistic: group size G")
-    p.add_argument("--bounds", type=float, nargs=2, default=None, metavar=("LO", "HI"),
-                   help="the range the metric can take (e.g. 0 1 for an accuracy): a fitted plateau outside it "
-                        "is reported as law_cannot_describe, and the window forecast is clipped to it")
+    add_bounds_arg(p, effect="a fitted plateau outside it is reported as law_cannot_describe, and the window "
+                             "forecast is clipped to it")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
     p.set_defaults(func=run)
 
@@ -96,7 +95,7 @@ def _window_forecasts(runs, args, key):
         raise CLIError(f"--window must be in (0, 1 - prefix] = (0, {1.0 - args.prefix:g}], got {args.window}")
     curves = [r.series(args.metric) for r in runs]
     fcs = forecast_windows(curves, prefix=args.prefix, window=args.window, method=args.forecast_method,
-                           metric=args.metric, key=key, bounds=None if args.bounds is None else tuple(args.bounds),
+                           metric=args.metric, key=key, bounds=args.bounds,
                            show_progress=sys.stderr.isatty())
     observed = []
     for (steps, y), wf in zip(curves, fcs):
@@ -119,9 +118,7 @@ def run(args) -> int:
         raise CLIError(f"--prefix must be in (0, 1), got {args.prefix}")
     if args.smooth is not None and args.smooth < 1:
         raise CLIError(f"--smooth must be a positive integer, got {args.smooth}")
-    if args.bounds is not None and not (math.isfinite(args.bounds[0]) and math.isfinite(args.bounds[1])
-                                        and args.bounds[0] < args.bounds[1]):
-        raise CLIError(f"--bounds must be two finite numbers LO < HI, got {args.bounds[0]} {args.bounds[1]}")
+    args.bounds = check_bounds_arg(args)
     for name in ("chains", "draws", "warmup"):
         if getattr(args, name) < 1:
             raise CLIError(f"--{name} must be >= 1, got {getattr(args, name)}")
@@ -147,7 +144,8 @@ def run(args) -> int:
     reasons: list[str] = []
     for r in runs:
         if not r.has(args.metric):
-            raise CLIError(f"run {r.name!r} has no {args.metric!r} column (has: {', '.join(sorted(r.columns))})")
+            raise CLIError(f"run {r.name!r} has no {args.metric!r} column (has: {', '.join(sorted(r.columns))}); "
+                           "choose one with --metric")
     windows, observed = (_window_forecasts(runs, args, jax.random.fold_in(key, 2)) if args.prefix is not None
                          else ([None] * len(runs), [None] * len(runs)))
     wtable = None
@@ -161,7 +159,7 @@ def run(args) -> int:
         entry = {"n_points": int(len(steps)), "laws": {}, "forecasts": {}}
         fits = {}
         for law in laws:
-            f = fit_law(steps, y, law, smooth=args.smooth, bounds=None if args.bounds is None else tuple(args.bounds))
+            f = fit_law(steps, y, law, smooth=args.smooth, bounds=args.bounds)
             fits[law] = f
             entry["laws"][law] = _law_json(f)
         fcs = {}

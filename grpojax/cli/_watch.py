@@ -6,7 +6,7 @@ import argparse
 import math
 import time
 
-from grpojax.cli._common import CLIError, console, write_json
+from grpojax.cli._common import CLIError, add_bounds_arg, check_bounds_arg, console, write_json
 
 EXAMPLE = """Example:
   grpojax watch runs/tiny/metrics.jsonl --every 20 --idle-timeout 120 --json out/watch.json
@@ -38,6 +38,7 @@ def register(sub) -> None:
                    help="forecasting method (default creep)")
     p.add_argument("--end-step", type=float, default=None,
                    help="planned last step (default: the log's max_steps, else twice the last step)")
+    add_bounds_arg(p, effect="the forecast and its interval are clipped to it")
     p.add_argument("--run", default=None, help="run to follow in a log of several runs (default: the last)")
     p.add_argument("--format", default=None, help="log format (default: detected)")
     p.add_argument("--no-live", action="store_true", help="print one line per refresh instead of a live panel")
@@ -96,7 +97,8 @@ def run(args) -> int:
     if args.end_step is not None and not (math.isfinite(args.end_step) and args.end_step > 0):
         raise CLIError(f"--end-step must be a number > 0, got {args.end_step}")
     log_signature(args.log)  # FileNotFoundError -> one line
-    config = MonitorConfig(metric=args.metric, every=args.every, method=args.method, end_step=args.end_step)
+    config = MonitorConfig(metric=args.metric, every=args.every, method=args.method, end_step=args.end_step,
+                           bounds=check_bounds_arg(args))
     state, report = init_state(), None
     sig, last_change = None, time.monotonic()
     live = None

@@ -47,7 +47,8 @@ NaN values are kept and counted in ``meta["nan_counts"]``. :func:`merge_runs` jo
 into a second file. :func:`moving_average` is the one centred moving average of the package (the
 fits and detectors use it) with an explicit ``edge=`` policy. Empty, truncated or malformed
 files, unknown formats, files mixing two formats (console lines of two trainers, JSONL lines of
-two loggers), JSON nested too deeply to parse and logs without a reward column raise
+two loggers), JSON nested too deeply to parse and logs without a reward column (a train reward, or
+at least an eval reward) raise
 :class:`LogFormatError` (a ``ValueError``) with a one-line message naming the file and the
 problem. TensorBoard records are CRC-checked: a corrupt or truncated record is skipped with a
 warning saying how many points were lost and where.

@@ -356,7 +356,7 @@ def _merge_same_name(runs: list[RunLog]) -> list[RunLog]:
             out.append(r)
     for name, lst in groups.items():
         r = lst[0] if len(lst) == 1 else merge_runs(lst)
-        if "reward_mean" not in r.columns:
+        if "reward_mean" not in r.columns and "eval_reward" not in r.columns:
             raise LogFormatError(
                 r.source, f"W&B run {name!r}: no reward column in any CSV (columns: {', '.join(sorted(r.columns)[:10])})"
             )

@@ -323,11 +323,11 @@ class TableBuilder:
                 f"{_names_list(nan_counts)}",
                 meta,
             )
-        if require_reward and "reward_mean" not in columns:
+        if require_reward and "reward_mean" not in columns and "eval_reward" not in columns:
             raise LogFormatError(
                 self.path,
                 "no reward column (looked for reward_mean, reward, critic/score/mean, "
-                "critic/rewards/mean, rewards/<f>/mean, ...); columns found: "
+                "critic/rewards/mean, rewards/<f>/mean, ..., and eval rewards); columns found: "
                 + _names_list(columns, limit=12),
             )
         rm = columns.get("reward_mean")

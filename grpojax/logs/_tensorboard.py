@@ -27,7 +27,8 @@ up to the canonical mapping, which strips ``train/`` and turns ``eval/x`` into `
 
 A folder is searched recursively; every sub-folder that holds event files holds one or more
 runs, named by its path relative to the folder given. Inside one folder the event files are taken
-in name (= creation) order, and each file's events in the order they were written:
+in creation order (their names, with the time stamp, process id and counter compared as numbers),
+and each file's events in the order they were written:
 
 * a file whose first step is above the first step of the run read so far continues that run (a
   run resumed from a checkpoint: steps logged again keep the later file's value, with a warning);

@@ -49,13 +49,16 @@ def is_event_file(name: str) -> bool:
     return "tfevents" in os.path.basename(name)
 
 
+def _natural_key(name: str) -> tuple:
+    """Sort key comparing the digit runs of ``name`` as numbers (``...26825.9`` before ``...26825.10``)."""
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(re.split(r"(\d+)", name)))
+
+
 def event_files(folder: str) -> list[str]:
-    """The event files directly inside ``folder``, in name order (= creation order)."""
-    return sorted(
-        os.path.join(folder, f)
-        for f in os.listdir(folder)
-        if is_event_file(f) and os.path.isfile(os.path.join(folder, f))
-    )
+    """The event files directly inside ``folder`` in creation order: their names
+    (``events.out.tfevents.<time>.<host>.<pid>.<counter><suffix>``) with the numbers compared as numbers."""
+    names = [f for f in os.listdir(folder) if is_event_file(f) and os.path.isfile(os.path.join(folder, f))]
+    return [os.path.join(folder, f) for f in sorted(names, key=_natural_key)]
 
 
 def find_event_dirs(root: str) -> list[str]:

@@ -57,6 +57,8 @@ class MonitorConfig(NamedTuple):
         window: fraction of the planned run the forecast window covers.
         smooth: moving-average window (points) for the best checkpoint.
         diagnose: run the detectors.
+        bounds: ``(lo, hi)`` the metric can take (e.g. ``(0, 1)`` for an accuracy), or None: the
+            forecast and its interval are clipped to it (see :func:`grpojax.fit.forecast_window`).
     """
 
     metric: str = "reward_mean"
@@ -67,6 +69,7 @@ class MonitorConfig(NamedTuple):
     window: float = 0.1
     smooth: int = 5
     diagnose: bool = True
+    bounds: tuple[float, float] | None = None
 
 
 class WatchState(NamedTuple):
@@ -175,7 +178,7 @@ def _forecast(run, s, y, hp, config):
     prefix = min((last - first) / (end - first) * (1 + 1e-9), 0.999)
     window = min(config.window, 1.0 - prefix)
     f = forecast_window((s, y), prefix=prefix, window=window, level=config.level, method=config.method,
-                        end_step=end)
+                        end_step=end, bounds=config.bounds)
     out = dict(mean=f.mean, lo=f.lo, hi=f.hi, level=f.level, method=f.method, status=f.status,
                window=list(f.window), prefix_end=f.prefix_end, end_step=end, plateau=None, time_to_plateau=None,
                fast_rate=None)
@@ -264,7 +267,7 @@ def update(state: WatchState, run: RunLog, config: MonitorConfig | None = None) 
 
     Raises:
         TypeError: ``run`` is not a :class:`grpojax.logs.RunLog`.
-        ValueError: a bad ``config`` (``every`` < 1, unknown method, level outside (0, 1)).
+        ValueError: a bad ``config`` (``every`` < 1, unknown method, level outside (0, 1), bad ``bounds``).
     """
     t0 = time.perf_counter()
     config = MonitorConfig() if config is None else config
@@ -278,6 +281,10 @@ def update(state: WatchState, run: RunLog, config: MonitorConfig | None = None) 
 
     if config.method not in WINDOW_METHODS:
         raise ValueError(f"method must be one of {', '.join(WINDOW_METHODS)}, got {config.method!r}")
+    if config.bounds is not None:
+        b = np.asarray(config.bounds, float) if np.size(config.bounds) == 2 else np.full(2, np.nan)
+        if not (np.all(np.isfinite(b)) and b[0] < b[1]):
+            raise ValueError(f"bounds must be two finite numbers lo < hi, or None, got {config.bounds!r}")
     notes: list[str] = []
     if run.count(config.metric):
         s, y = run.series(config.metric)
