@@ -122,4 +122,3 @@ def load_average() -> str:
         return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
     except (OSError, AttributeError):
         return "unknown"
-
