@@ -2,7 +2,8 @@
 
 Curves are simulated independently of the model's formula: a many-prompt run is the mean of
 ``exp(−λ_i t)`` over a finite sample of prompts whose rates are drawn from a Gamma distribution (the
-model uses the closed form of the Gamma mean), single-rate runs are plain exponentials, and the noise
+model uses the closed form of the Gamma mean), single-rate runs are plain exponentials, slow starts
+are exact logistic solutions (the model's logistic variant has another parametrisation), and the noise
 is AR(1) with Gaussian or Student-t innovations. The realised target is the mean of the noisy
 observations in the last 10% of the steps, exactly as on a real run.
 """
@@ -32,6 +33,10 @@ def simulate(rng, kind):
         lam = rng.gamma(0.7, (1.0 / 80.0) / 0.7, size=400)
         w = rng.uniform(0.3, 0.8)
         shape = w * np.exp(-lam_fast * t) + (1 - w) * np.exp(-np.outer(t, lam)).mean(1)
+    elif kind == "logistic":  # a low pass rate growing as p(1 - p/K): solved exactly
+        p0, cap = rng.uniform(0.02, 0.15), rng.uniform(0.4, 0.95)
+        logistic = cap / (1.0 + (cap / p0 - 1.0) * np.exp(-rng.uniform(0.03, 0.12) * t))
+        gain, shape = cap - p0, (cap - logistic) / (cap - p0)
     else:
         shape = np.exp(-t / rng.uniform(5.0, 60.0))
     mean = p0 + gain * (1.0 - shape)
@@ -45,10 +50,9 @@ def simulate(rng, kind):
     return steps, mean + e
 
 
-def coverage(n_runs, seed, prefix):
+def coverage(n_runs, seed, prefix, kinds=("hetero", "mixture", "exponential")):
     rng = np.random.default_rng(seed)
-    kinds = ("hetero", "mixture", "exponential")
-    curves = [simulate(rng, kinds[i % 3]) for i in range(n_runs)]
+    curves = [simulate(rng, kinds[i % len(kinds)]) for i in range(n_runs)]
     fcs = forecast_windows(curves, prefix=prefix, level=0.9)
     hits = []
     for (s, y), fc in zip(curves, fcs):
@@ -69,10 +73,22 @@ def test_window_interval_coverage_fast():
 def test_window_interval_coverage_200(prefix):
     """240 simulated runs per prefix: the 90% window intervals cover 85–95% of realised window means.
 
-    Measured: 87.5% (prefix 0.25) and 87.1% (0.5) on these runs (seed 7); on another 240 (seed 11) 85.4%
-    and 87.5%: the intervals sit in the lower half of the band (binomial sd of a 240-run coverage ~2 points).
+    Measured: 88.3% (prefix 0.25) and 87.1% (0.5) on these runs (seed 7); on another 240 (seed 11) 89.6%
+    and 88.3%: the intervals sit in the lower half of the band (binomial sd of a 240-run coverage ~2 points).
     """
     cov = coverage(240, seed=7, prefix=prefix)
+    assert 0.85 <= cov <= 0.95, cov
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="slow starts: measured 70.0% (prefix 0.25) and 84.2% (0.5) on these 120 runs; "
+                                       "before the midpoint the prefix's spread is its noise, which sets the plateau's "
+                                       "prior scale")
+@pytest.mark.parametrize("prefix", [0.25, 0.5])
+def test_slow_start_interval_coverage(prefix):
+    """120 simulated logistic runs (a pass rate from 0.02-0.15 growing as p(1 - p/K)): 90% window intervals
+    should cover 85-95% of the realised window means. They do not yet: the gap is a documented limit."""
+    cov = coverage(120, seed=5, prefix=prefix, kinds=("logistic",))
     assert 0.85 <= cov <= 0.95, cov
 
 

@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from grpojax.fit import fit_creep_batched, forecast_window, forecast_windows
+from grpojax.fit import CREEP_VARIANTS, fit_creep_batched, forecast_window, forecast_windows, logistic_curve
 
 REAL = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "real-logs"
 VERL = REAL / "verl-qwen2-7b-math-gpg.log"
@@ -89,9 +89,10 @@ def test_identifiable_summaries_only():
     s = np.arange(1.0, 121.0)
     y = 0.8 - 0.5 * np.exp(-s / 20.0) + 0.01 * np.random.default_rng(2).standard_normal(s.size)
     fc = forecast_window((s, y), prefix=0.5)
-    assert set(fc.params) == {"p_star", "y0", "fast_rate", "fast_weight", "creep_k", "creep_theta", "noise_sd", "noise_ar1"}
+    assert set(fc.params) == {"p_star", "y0", "fast_rate", "fast_weight", "creep_k", "creep_theta", "logistic_rate",
+                              "logistic_midpoint", "noise_sd", "noise_ar1"}
     for med, lo, hi in fc.params.values():
-        assert lo <= med <= hi
+        assert lo <= med <= hi or all(np.isnan([med, lo, hi]))  # NaN: a variant the posterior gave no draw
     assert fc.params["p_star"][1] <= 0.8 + 0.03 and fc.params["p_star"][2] >= 0.8 - 0.03
 
 
@@ -128,24 +129,56 @@ def test_monotone_curves_with_correlated_noise_are_not_collapses():
 @pytest.mark.slow
 def test_model_average_prefers_the_law_the_curve_needs():
     """Clean exponentials: the single-exponential special case wins; a power-law creep (prompt rates
-    spread as Gamma(0.4)) needs the creep term. Without averaging every draw is the creep model."""
+    spread as Gamma(0.4)) needs the creep term; a logistic slow start (a pass rate growing as p(1 - p))
+    goes to the logistic variant. Without averaging every draw is the creep model."""
     s = np.arange(1.0, 101.0)
     rng = np.random.default_rng(8)
     expo = [(s, 0.8 - 0.5 * np.exp(-s / 15.0) + 0.01 * rng.standard_normal(s.size)) for _ in range(3)]
     lam = rng.gamma(0.4, 0.1 / 0.4, size=2000)
     creep_shape = np.exp(-np.outer(s - 1, lam)).mean(1)
     creep = [(s, 0.8 - 0.5 * creep_shape + 0.01 * rng.standard_normal(s.size)) for _ in range(3)]
-    post = fit_creep_batched(expo + creep, key=jax.random.PRNGKey(0))
+    # dp/dt = r p (1 - p/K) from p0 = 0.05: solved exactly (not the model's parametrisation)
+    logi = [(s, 0.8 / (1 + (0.8 / 0.05 - 1) * np.exp(-0.08 * s)) + 0.01 * rng.standard_normal(s.size))
+            for _ in range(3)]
+    post = fit_creep_batched(expo + creep + logi, key=jax.random.PRNGKey(0))
     p = post.p_variant
-    assert p.shape == (6, 2) and np.allclose(p.sum(1), 1.0)
+    assert CREEP_VARIANTS == ("creep", "exponential", "logistic")
+    assert p.shape == (9, 3) and np.allclose(p.sum(1), 1.0)
     assert np.all(p[:3, 1] > 0.5), p[:3]  # exponential
-    assert np.all(p[3:, 0] > 0.5), p[3:]  # creep
-    # the draws are the mixture: the exponential ones have w = 1 exactly, in proportion
-    for i in range(6):
-        frac = float(np.mean(post.samples["w"][i] == 1.0))
-        assert abs(frac - p[i, 1]) < 0.05, (i, frac, p[i])
+    assert np.all(p[3:6, 0] > 0.5), p[3:6]  # creep
+    assert np.all(p[6:, 2] > 0.9), p[6:]  # logistic
+    # the draws are the mixture, in proportion; the exponential ones have w = 1 exactly
+    for i in range(9):
+        for v in range(3):
+            assert abs(float(np.mean(post.samples["variant"][i] == v)) - p[i, v]) < 0.05, (i, v, p[i])
+        assert np.all(post.samples["w"][i][post.samples["variant"][i] == 1] == 1.0)
     single = fit_creep_batched(expo[:1], key=jax.random.PRNGKey(0), average=False)
-    assert np.allclose(single.p_variant, [[1.0, 0.0]]) and np.all(single.samples["w"][0] < 1.0)
+    assert np.allclose(single.p_variant, [[1.0, 0.0, 0.0]]) and np.all(single.samples["w"][0] < 1.0)
+
+
+def test_logistic_curve_starts_at_y0_is_inflected_at_its_midpoint_and_ends_at_the_plateau():
+    y0, p_star, rate, mid = 0.1, 0.8, 6.0, 0.4
+    f = lambda t: logistic_curve(t, y0, p_star, rate, mid)  # noqa: E731
+    assert float(f(0.0)) == pytest.approx(y0, abs=1e-6) and float(f(50.0)) == pytest.approx(p_star, abs=1e-6)
+    d1, d2 = jax.grad(f), jax.grad(jax.grad(f))
+    assert abs(float(d2(mid))) < 1e-4 and float(d2(0.5 * mid)) > 0 > float(d2(1.5 * mid))  # slow start
+    assert float(d1(mid)) == pytest.approx((p_star - y0) * rate / 4 / float(jax.nn.sigmoid(rate * mid)), rel=1e-5)
+
+
+def test_slow_start_forecast_holds_the_level_the_run_reached():
+    """The quickstart run (a softmax bandit from p = 0.08: logistic growth) from half of its steps: the
+    logistic variant carries the posterior, and the interval holds the final-window mean it reached (the
+    creep and exponential alone read the inflected rise as a steep start and forecast above it)."""
+    from grpojax.logs import read_log
+
+    run = read_log(pathlib.Path(__file__).parent / "fixtures" / "quickstart" / "trainer_state.json")
+    s, y = run.series("reward_mean")
+    fc = forecast_window((s, y), prefix=0.5)
+    truth = float(np.mean(y[s > fc.window[0]]))
+    assert fc.p_variant["logistic"] > 0.9, fc.p_variant
+    assert fc.lo <= truth <= fc.hi and fc.hi < 1.0, (fc, truth)
+    mid = fc.params["logistic_midpoint"]
+    assert s[0] < mid[0] < s[-1]
 
 
 def test_bounds_clip_the_forecast_interval_and_band():

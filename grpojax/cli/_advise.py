@@ -61,6 +61,9 @@ def probe_fit(path: str, *, eta_hb: float, mu: float, k: int, lag: str, k_instan
     f = forecast_window(run, prefix=0.999, window=0.001, method="creep",
                         end_step=float(s[-1]) + 1e-6 * max(1.0, float(s[-1])))
     rate = f.params["fast_rate"]
+    if not all(math.isfinite(r) for r in rate):
+        raise CLIError(f"{path}: the probe's rise is a logistic slow start (no exponential rate K_eff/C to invert); "
+                       "give --curvature, or probe a run that starts nearer its plateau")
     kd = [curvature_from_rate(r, eta_hb, mu, k, lag=lag, k_instant=k_instant) for r in rate]
     p_star = f.params["p_star"]
     how = (f"fitted from {path}: fast rate λ = K_eff/C = {rate[0]:.3g}/step [{rate[1]:.3g}, {rate[2]:.3g}] "

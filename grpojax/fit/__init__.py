@@ -47,7 +47,15 @@ __all__ += ["Forecast", "forecast_all_laws", "forecast_bayes", "forecast_law", "
 from grpojax.fit._batched_nuts import BatchedPosterior, fit_state_space_batched  # noqa: E402
 
 __all__ += ["BatchedPosterior", "fit_state_space_batched"]
-from grpojax.fit._creep import MIN_CREEP_POINTS, CreepPosterior, creep_curve, fit_creep, fit_creep_batched  # noqa: E402
+from grpojax.fit._creep import (  # noqa: E402
+    MIN_CREEP_POINTS,
+    VARIANTS as CREEP_VARIANTS,
+    CreepPosterior,
+    creep_curve,
+    fit_creep,
+    fit_creep_batched,
+    logistic_curve,
+)
 from grpojax.fit._window_forecast import (  # noqa: E402
     METHODS as WINDOW_METHODS,
     WINDOW_STATUSES,
@@ -56,5 +64,6 @@ from grpojax.fit._window_forecast import (  # noqa: E402
     forecast_windows,
 )
 
-__all__ += ["MIN_CREEP_POINTS", "CreepPosterior", "creep_curve", "fit_creep", "fit_creep_batched", "WINDOW_METHODS",
+__all__ += ["MIN_CREEP_POINTS", "CREEP_VARIANTS", "CreepPosterior", "creep_curve", "fit_creep", "fit_creep_batched",
+            "logistic_curve", "WINDOW_METHODS",
             "WINDOW_STATUSES", "WindowForecast", "forecast_window", "forecast_windows"]

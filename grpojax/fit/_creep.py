@@ -37,11 +37,22 @@ a single Laplace-scaled t under-samples. The weights are Pareto-smoothed (PSIS,
 resample when the effective sample size is small, and the intervals come out too narrow (on 240
 simulated runs, coverage of the 90% window interval at a 25% prefix went from 81% to 86%).
 
+A slow start. Both shapes above fall fastest at ``t = 0``. A run whose pass rate starts low rises
+slowly first: with a binary reward the learning signal of a prompt is its reward variance
+``p(1 − p)``, so a pass rate far below ½ grows logistically, ``dp/dt ∝ p(1 − p)`` (the oscillator
+started from rest has the same zero initial slope). The logistic variant is::
+
+    m(t) = p* − (p* − y₀)·σ(−r (t − t_m)) / σ(r t_m)
+
+(``σ`` the logistic function, rate ``r``, midpoint ``t_m > 0``: the curve is inflected at ``t_m``,
+flat before it).
+
 Model averaging. The creep term can always bend a curve a little further, so fitted alone it
 forecasts a levelled-off run to keep rising (on clean exponentials its plateau interval lay above
-the truth). The special case without creep (``w = 1``) is fitted the same way, and the draws mix the
-two posteriors in proportion to their marginal likelihoods (the mean raw importance weight of each;
-even prior odds): the simpler law wins when the data do not need the creep.
+the truth). Its special case without creep (``w = 1``, one exponential) and the logistic variant
+are fitted the same way, and the draws mix the three posteriors in proportion to their marginal
+likelihoods (the mean raw importance weight of each; even prior odds): the simpler law wins when
+the data do not need the creep, the logistic one when the rise is inflected.
 
 All of it is ``vmap``-ed over curves, padded to a bucketed length, so one compiled program serves a
 batch: a curve costs about a second.
@@ -84,9 +95,21 @@ _P_STAR_PRIOR_SD = 4.0  # plateau, in units of the curve's sd, around the mean o
 SITES = ("y0", "p_star", "w", "log_rate", "log_theta", "log_k", "sigma", "rho", "nu")
 
 
+VARIANTS = ("creep", "exponential", "logistic")
+"""The model's variants, in the order of :attr:`CreepPosterior.p_variant` and ``samples["variant"]``."""
+
+_VARIANT_FLAGS = (1.0, 0.0, 2.0)  # anchors[2] of each variant in creep_model
+
+
 def creep_curve(t, y0, p_star, w, rate, theta, k):
     """Mean curve ``p* − (p* − y₀)·[w e^{−rate·t} + (1 − w)(1 + θ t)^{−k}]`` (broadcasts)."""
     shape = w * jnp.exp(-rate * t) + (1.0 - w) * jnp.exp(-k * jnp.log1p(theta * t))
+    return p_star - (p_star - y0) * shape
+
+
+def logistic_curve(t, y0, p_star, rate, mid):
+    """Slow-start mean curve ``p* − (p* − y₀)·σ(−rate (t − mid)) / σ(rate·mid)`` (broadcasts; ``mid > 0``)."""
+    shape = jnp.exp(jax.nn.log_sigmoid(rate * (mid - t)) - jax.nn.log_sigmoid(rate * mid))
     return p_star - (p_star - y0) * shape
 
 
@@ -114,12 +137,16 @@ def creep_model(t, y, mask, anchors):
         mask: ``(T,)`` bool.
         anchors: ``(3,)`` prior centres for ``y₀`` (mean of the first points) and ``p*`` (mean of the last
             ones), and the variant: 1.0 the creep model, 0.0 its no-creep special case ``w = 1`` (a
-            single exponential; ``w``, ``θ`` and ``k`` then keep their priors and do not touch the curve).
+            single exponential; ``w``, ``θ`` and ``k`` then keep their priors and do not touch the
+            curve), 2.0 the logistic slow start (``rate`` its rate, ``θ`` its midpoint; ``w`` and
+            ``k`` unused).
     """
     pri = _priors(anchors)
     v = {name: numpyro.sample(name, pri[name]) for name in SITES}
     w = jnp.where(anchors[2] > 0.5, v["w"], 1.0)
-    m = creep_curve(t, v["y0"], v["p_star"], w, jnp.exp(v["log_rate"]), jnp.exp(v["log_theta"]), jnp.exp(v["log_k"]))
+    rate, theta = jnp.exp(v["log_rate"]), jnp.exp(v["log_theta"])
+    m = jnp.where(anchors[2] > 1.5, logistic_curve(t, v["y0"], v["p_star"], rate, theta),
+                  creep_curve(t, v["y0"], v["p_star"], w, rate, theta, jnp.exp(v["log_k"])))
     df = NU_MIN + v["nu"]
     rho, sigma = v["rho"], v["sigma"]
     e = jnp.where(mask, y - m, 0.0)
@@ -133,15 +160,18 @@ class CreepPosterior(NamedTuple):
     """Posterior draws of the creep model for ``N`` curves.
 
     Attributes:
-        samples: ``{site: (N, draws)}`` in normalised units; sites are :data:`SITES`.
+        samples: ``{site: (N, draws)}`` in normalised units; sites are :data:`SITES`, plus ``"variant"``
+            (each draw's index into :data:`VARIANTS`).
         t0, span, center, scale: ``(N,)`` normalisation: ``t = (step − t0)/span``, ``y = (r − center)/scale``.
         n_obs: ``(N,)`` observations used.
         ess: ``(N,)`` effective sample size of the importance weights (out of ``num_proposals``); a
             small value (< 20) means the proposals missed part of the posterior.
         runtime_s: wall time (compile included).
-        p_variant: ``(N, 2)`` posterior probabilities of the creep model and of its special case a
-            single exponential (``w = 1``), from their marginal likelihoods with even prior odds; the
-            draws are a mixture of the two posteriors in these proportions (``[1, 0]`` when not averaged).
+        p_variant: ``(N, 3)`` posterior probabilities of the :data:`VARIANTS` (the creep model, its
+            special case a single exponential, the logistic slow start), from their marginal
+            likelihoods with even prior odds; the draws are a mixture of the three posteriors in these
+            proportions (``[1, 0, 0]`` when not averaged). ``samples["variant"]`` holds each draw's
+            index into :data:`VARIANTS`.
     """
 
     samples: dict
@@ -158,9 +188,13 @@ class CreepPosterior(NamedTuple):
         """Draws of the mean curve of curve ``i`` at ``steps``, raw units, ``(draws, len(steps))``."""
         t = (np.asarray(steps, float) - self.t0[i]) / self.span[i]
         s = {k: v[i][:, None] for k, v in self.samples.items()}
-        m = creep_curve(t[None, :], s["y0"], s["p_star"], s["w"], np.exp(s["log_rate"]), np.exp(s["log_theta"]),
-                        np.exp(s["log_k"]))
-        return self.center[i] + self.scale[i] * np.asarray(m)
+        rate, theta = np.exp(s["log_rate"]), np.exp(s["log_theta"])
+        m = np.array(creep_curve(t[None, :], s["y0"], s["p_star"], s["w"], rate, theta, np.exp(s["log_k"])))
+        logistic = s["variant"][:, 0] == VARIANTS.index("logistic")
+        if np.any(logistic):
+            m[logistic] = np.asarray(logistic_curve(t[None, :], s["y0"][logistic], s["p_star"][logistic],
+                                                    rate[logistic], theta[logistic]))
+        return self.center[i] + self.scale[i] * m
 
     def noise(self, i: int) -> dict:
         """Noise draws of curve ``i`` in raw units: ``sigma`` (innovation scale), ``rho``, ``df``, ``sd`` (marginal sd)."""
@@ -385,11 +419,12 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
         opt_steps: Adam steps of the mode search.
         batch_size: curves per vmapped call.
         average: also fit the model's special case without creep (``w = 1``, one exponential) and
-            return draws from both posteriors in proportion to their marginal likelihoods
-            (importance-sampling estimates, even prior odds; :attr:`CreepPosterior.p_variant`). The
-            creep term can always bend a curve a little further; when the data do not need it, its
-            extra prior volume loses to the simpler law (Occam's factor), so a run that has levelled
-            off is not forecast to keep creeping.
+            the logistic slow start, and return draws from the three posteriors in proportion to their
+            marginal likelihoods (importance-sampling estimates, even prior odds;
+            :attr:`CreepPosterior.p_variant`). The creep term can always bend a curve a little
+            further; when the data do not need it, its extra prior volume loses to the simpler law
+            (Occam's factor), so a run that has levelled off is not forecast to keep creeping; an
+            inflected rise goes to the logistic variant instead of being read as a steep start.
         show_progress: rich progress bar over curves.
 
     Returns:
@@ -430,9 +465,10 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
 
     sites = _priors(np.zeros(3))
     out = {k: np.zeros((N, num_draws)) for k in SITES}
+    out["variant"] = np.zeros((N, num_draws), np.int32)
     ess = np.zeros(N)
-    variants = (1.0, 0.0) if average else (1.0,)
-    p_variant = np.zeros((N, 2))
+    variants = _VARIANT_FLAGS if average else _VARIANT_FLAGS[:1]
+    p_variant = np.zeros((N, len(VARIANTS)))
     start = time.perf_counter()
     pbar = None
     if show_progress:
@@ -490,14 +526,15 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
                 picks = np.asarray(jax.random.categorical(sub, jnp.asarray(lw_s), axis=-1,
                                                           shape=(num_draws, B))).T
                 zd = np.take_along_axis(zp, picks[..., None], axis=1)
-                variant_of = picks // num_proposals  # 0 creep, 1 exponential (w = 1)
+                variant_of = picks // num_proposals  # index into VARIANTS
                 # ESS of the combined raw weights: each variant's normalised weights times its probability
                 wv = [np.exp(lw - logsumexp(lw, axis=-1, keepdims=True)) * post_v[:, v:v + 1] for v, lw in enumerate(lws)]
                 e_all = 1.0 / np.sum(np.concatenate(wv, -1) ** 2, -1)
                 for b, i in enumerate(sel):
                     for c, k in enumerate(SITES):
                         out[k][i] = np.asarray(biject_to(sites[k].support)(jnp.asarray(zd[b, :, c])))
-                    out["w"][i][variant_of[b] == 1] = 1.0
+                    out["w"][i][variant_of[b] == VARIANTS.index("exponential")] = 1.0
+                    out["variant"][i] = variant_of[b]
                     ess[i] = float(e_all[b])
                     p_variant[i, :len(variants)] = post_v[b]
                 if pbar is not None:

@@ -9,8 +9,8 @@ points (AR(1) residuals), never a bare number.
 Methods (``method=``):
 
 - ``"creep"`` (default): the fast-rise-plus-creep model of :mod:`grpojax.fit._creep`, averaged with
-  its special case a single exponential by their marginal likelihoods (``p_variant``), posterior
-  predictive of the window mean. It reports only quantities a curve identifies (plateau ``p*``,
+  its special case a single exponential and with a logistic slow start by their marginal
+  likelihoods (``p_variant``), posterior predictive of the window mean. It reports only quantities a curve identifies (plateau ``p*``,
   start level, fast rate ``λ_f = K_eff/C``, the creep's rate distribution, noise); the oscillator's
   ``M``, ``C``, ``K_eff`` separately need the hyperparameters.
 - ``"persistence"``: the mean of the last ``window`` of the prefix; interval from the prefix's own
@@ -45,6 +45,7 @@ import numpy as np
 from scipy import stats
 
 from grpojax.fit._creep import MIN_CREEP_POINTS, fit_creep_batched
+from grpojax.fit._creep import VARIANTS as CREEP_VARIANTS
 from grpojax.fit._lsq import STATUSES as _LAW_STATUSES
 
 METHODS = ("creep", "persistence", "exponential", "sigmoid")
@@ -80,16 +81,18 @@ class WindowForecast(NamedTuple):
         n_window: observations the window mean averages over (logged, or implied by the prefix's cadence).
         params: identifiable summaries ``{name: (median, lo, hi)}`` at ``level`` (creep only; empty
             otherwise). Rewards in raw units, rates per step: ``p_star`` (plateau), ``y0`` (start
-            level), ``fast_rate`` (``K_eff/C`` of the fast prompts), ``fast_weight``, ``creep_k`` and
-            ``creep_theta`` (per-prompt rates ~ Gamma(k, θ)), ``noise_sd`` (marginal sd of one logged
-            value), ``noise_ar1``. ``M``, ``C`` and ``K_eff`` are not identifiable from a curve; ``M``
+            level), ``fast_rate`` (``K_eff/C`` of the fast prompts) and ``fast_weight`` (creep and
+            exponential draws), ``creep_k`` and ``creep_theta`` (per-prompt rates ~ Gamma(k, θ); creep
+            draws), ``logistic_rate`` and ``logistic_midpoint`` (a step; logistic draws), ``noise_sd``
+            (marginal sd of one logged value), ``noise_ar1``. A variant's parameters are NaN when the
+            posterior gives that variant no draw. ``M``, ``C`` and ``K_eff`` are not identifiable from a curve; ``M``
             follows from the hyperparameters (``η``, ``μ``, ``K_ref``) when they are known.
         band: ``{"steps", "lo", "median", "hi"}`` of the mean curve from the prefix start to the
             window end (creep only; None otherwise).
         ess: importance-sampling effective sample size (creep; NaN otherwise).
-        p_variant: ``{"creep", "exponential"}``: posterior probabilities of the creep model and of its
-            special case a single exponential (creep method; empty otherwise). The forecast averages
-            the two in these proportions.
+        p_variant: ``{"creep", "exponential", "logistic"}``: posterior probabilities of the creep
+            model, its special case a single exponential and the logistic slow start (creep method;
+            empty otherwise). The forecast averages the three in these proportions.
     """
 
     mean: float
@@ -247,20 +250,26 @@ def _law(sp, yp, w, n_w, level, law, key):
 
 
 def _summaries(post, i, level):
+    """Identifiable summaries at ``level``; a variant's own parameters come from its draws only (NaN when
+    the posterior gives it no draw)."""
     s = post.samples
-    sc, c, span = post.scale[i], post.center[i], post.span[i]
+    sc, c, span, t0 = post.scale[i], post.center[i], post.span[i], post.t0[i]
     nz = post.noise(i)
+    v = s["variant"][i]
+    creep, rising, logistic = v == 0, v <= 1, v == CREEP_VARIANTS.index("logistic")
     raw = {
         "p_star": c + sc * s["p_star"][i],
         "y0": c + sc * s["y0"][i],
-        "fast_rate": np.exp(s["log_rate"][i]) / span,
-        "fast_weight": s["w"][i],
-        "creep_k": np.exp(s["log_k"][i]),
-        "creep_theta": np.exp(s["log_theta"][i]) / span,
+        "fast_rate": np.exp(s["log_rate"][i][rising]) / span,
+        "fast_weight": s["w"][i][rising],
+        "creep_k": np.exp(s["log_k"][i][creep]),
+        "creep_theta": np.exp(s["log_theta"][i][creep]) / span,
+        "logistic_rate": np.exp(s["log_rate"][i][logistic]) / span,
+        "logistic_midpoint": t0 + span * np.exp(s["log_theta"][i][logistic]),
         "noise_sd": nz["sd"],
         "noise_ar1": nz["rho"],
     }
-    return {k: _q(v, level) for k, v in raw.items()}
+    return {k: _q(x, level) if x.size else (float("nan"),) * 3 for k, x in raw.items()}
 
 
 def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key):
@@ -352,7 +361,7 @@ def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float
         if method == "creep":
             point, lo, hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, level, keys[i])
             params, ess = _summaries(post, i, level), float(post.ess[i])
-            p_variant = dict(zip(("creep", "exponential"), map(float, post.p_variant[i])))
+            p_variant = dict(zip(CREEP_VARIANTS, map(float, post.p_variant[i])))
         elif method == "persistence":
             point, lo, hi = _persistence(sp, yp, w, n_w, level, w[1] - w[0])
             status = "ok"

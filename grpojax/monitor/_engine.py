@@ -185,8 +185,9 @@ def _forecast(run, s, y, hp, config):
     if f.params:
         ps = f.params["p_star"]
         out["plateau"] = dict(median=ps[0], lo=ps[1], hi=ps[2])
-        out["fast_rate"] = dict(median=f.params["fast_rate"][0], lo=f.params["fast_rate"][1],
-                                hi=f.params["fast_rate"][2])
+        if np.isfinite(f.params["fast_rate"][0]):  # NaN: every draw is the logistic slow start
+            out["fast_rate"] = dict(median=f.params["fast_rate"][0], lo=f.params["fast_rate"][1],
+                                    hi=f.params["fast_rate"][2])
         y0 = f.params["y0"][0]
         if f.band is not None and f.status in ("ok", "weak_posterior"):
             bs, med = np.asarray(f.band["steps"]), np.asarray(f.band["median"])
