@@ -63,8 +63,9 @@ def coverage(n_runs, seed, prefix, kinds=("hetero", "mixture", "exponential")):
 
 
 def test_window_interval_coverage_fast():
-    """48 simulated runs (a third many-prompt): 90% intervals cover the realised window mean (wide band)."""
-    cov = coverage(48, seed=1, prefix=0.5)
+    """32 simulated runs (a third many-prompt): 90% intervals cover the realised window mean (wide band; the
+    calibration itself is checked on 240 runs per prefix by the slow test below)."""
+    cov = coverage(32, seed=1, prefix=0.5)
     assert 0.75 <= cov <= 1.0, cov
 
 
