@@ -62,6 +62,7 @@ def coverage(n_runs, seed, prefix, kinds=("hetero", "mixture", "exponential")):
     return float(np.mean(hits))
 
 
+@pytest.mark.slow
 def test_window_interval_coverage_fast():
     """32 simulated runs (a third many-prompt): 90% intervals cover the realised window mean (wide band; the
     calibration itself is checked on 240 runs per prefix by the slow test below)."""
