@@ -36,7 +36,7 @@ EXPERIMENTS = (
 )
 
 EXAMPLE = """Example:
-  grpojax reproduce --quick --out out/report        # 6 minutes measured on an idle 2-core CPU
+  grpojax reproduce --quick --out out/report        # 9 minutes measured on an idle 2-core CPU
   grpojax reproduce --only thresholds_table --out out/report
 """
 
