@@ -47,14 +47,14 @@ def add_bounds_arg(p, *, effect: str) -> None:
 
 def check_bounds_arg(args) -> tuple[float, float] | None:
     """``args.bounds`` as a pair, or None; refuses anything but two finite numbers LO < HI (one line)."""
-    import math
+    from grpojax.fit import check_bounds  # noqa: PLC0415
 
     if args.bounds is None:
         return None
-    lo, hi = args.bounds
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise CLIError(f"--bounds must be two finite numbers LO < HI, got {lo} {hi}")
-    return float(lo), float(hi)
+    try:
+        return check_bounds(args.bounds)
+    except ValueError:
+        raise CLIError(f"--bounds must be two finite numbers LO < HI, got {args.bounds[0]} {args.bounds[1]}") from None
 
 
 def add_oscillator_args(p, *, group_size_help: str, instant_help: str) -> None:

@@ -60,10 +60,11 @@ from grpojax.fit._window_forecast import (  # noqa: E402
     METHODS as WINDOW_METHODS,
     WINDOW_STATUSES,
     WindowForecast,
+    check_bounds,
     forecast_window,
     forecast_windows,
 )
 
 __all__ += ["MIN_CREEP_POINTS", "CREEP_VARIANTS", "CreepPosterior", "creep_curve", "fit_creep", "fit_creep_batched",
             "logistic_curve", "WINDOW_METHODS",
-            "WINDOW_STATUSES", "WindowForecast", "forecast_window", "forecast_windows"]
+            "WINDOW_STATUSES", "WindowForecast", "check_bounds", "forecast_window", "forecast_windows"]

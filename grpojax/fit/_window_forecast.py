@@ -10,9 +10,9 @@ Methods (``method=``):
 
 - ``"creep"`` (default): the fast-rise-plus-creep model of :mod:`grpojax.fit._creep`, averaged with
   its special case a single exponential and with a logistic slow start by their marginal
-  likelihoods (``p_variant``), posterior predictive of the window mean. It reports only quantities a curve identifies (plateau ``p*``,
-  start level, fast rate ``λ_f = K_eff/C``, the creep's rate distribution, noise); the oscillator's
-  ``M``, ``C``, ``K_eff`` separately need the hyperparameters.
+  likelihoods (``p_variant``), posterior predictive of the window mean. It reports only quantities a
+  curve identifies (plateau ``p*``, start level, fast rate ``λ_f = K_eff/C``, the creep's rate
+  distribution, noise); the oscillator's ``M``, ``C``, ``K_eff`` separately need the hyperparameters.
 - ``"persistence"``: the mean of the last ``window`` of the prefix; interval from the prefix's own
   noise (the spread and lag-1 autocorrelation of those points), no trend.
 - ``"exponential"``, ``"sigmoid"``: least-squares laws (the sigmoid is ScaleRL's
@@ -85,8 +85,8 @@ class WindowForecast(NamedTuple):
             exponential draws), ``creep_k`` and ``creep_theta`` (per-prompt rates ~ Gamma(k, θ); creep
             draws), ``logistic_rate`` and ``logistic_midpoint`` (a step; logistic draws), ``noise_sd``
             (marginal sd of one logged value), ``noise_ar1``. A variant's parameters are NaN when the
-            posterior gives that variant no draw. ``M``, ``C`` and ``K_eff`` are not identifiable from a curve; ``M``
-            follows from the hyperparameters (``η``, ``μ``, ``K_ref``) when they are known.
+            posterior gives that variant no draw. ``M``, ``C`` and ``K_eff`` are not identifiable from a
+            curve; ``M`` follows from the hyperparameters (``η``, ``μ``, ``K_ref``) when they are known.
         band: ``{"steps", "lo", "median", "hi"}`` of the mean curve from the prefix start to the
             window end (creep only; None otherwise).
         ess: importance-sampling effective sample size (creep; NaN otherwise).
@@ -141,7 +141,12 @@ def _ar1_noise(y):
     return float(np.sqrt(np.var(d) / (2.0 * (1.0 - rho)))), rho
 
 
-def _check_bounds(bounds):
+def check_bounds(bounds) -> tuple[float, float]:
+    """``bounds`` (a metric's range ``(lo, hi)``, or None) as two floats; None is ``(-inf, inf)``.
+
+    Raises:
+        ValueError: anything but two finite numbers ``lo < hi`` (one line naming the value).
+    """
     if bounds is None:
         return -np.inf, np.inf
     try:
@@ -256,7 +261,8 @@ def _summaries(post, i, level):
     sc, c, span, t0 = post.scale[i], post.center[i], post.span[i], post.t0[i]
     nz = post.noise(i)
     v = s["variant"][i]
-    creep, rising, logistic = v == 0, v <= 1, v == CREEP_VARIANTS.index("logistic")
+    creep, logistic = v == CREEP_VARIANTS.index("creep"), v == CREEP_VARIANTS.index("logistic")
+    rising = ~logistic  # the creep model and its exponential special case
     raw = {
         "p_star": c + sc * s["p_star"][i],
         "y0": c + sc * s["y0"][i],
@@ -342,7 +348,7 @@ def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
-    lo_b, hi_b = _check_bounds(bounds)
+    lo_b, hi_b = check_bounds(bounds)
     curves = list(curves)
     end_steps = [None] * len(curves) if end_steps is None else list(end_steps)
     if len(end_steps) != len(curves):

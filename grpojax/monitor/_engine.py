@@ -278,14 +278,11 @@ def update(state: WatchState, run: RunLog, config: MonitorConfig | None = None) 
         raise ValueError(f"every must be an integer >= 1, got {config.every!r}")
     if not 0.0 < float(config.level) < 1.0:
         raise ValueError(f"level must be in (0, 1), got {config.level!r}")
-    from grpojax.fit import MIN_CREEP_POINTS, WINDOW_METHODS  # noqa: PLC0415
+    from grpojax.fit import MIN_CREEP_POINTS, WINDOW_METHODS, check_bounds  # noqa: PLC0415
 
     if config.method not in WINDOW_METHODS:
         raise ValueError(f"method must be one of {', '.join(WINDOW_METHODS)}, got {config.method!r}")
-    if config.bounds is not None:
-        b = np.asarray(config.bounds, float) if np.size(config.bounds) == 2 else np.full(2, np.nan)
-        if not (np.all(np.isfinite(b)) and b[0] < b[1]):
-            raise ValueError(f"bounds must be two finite numbers lo < hi, or None, got {config.bounds!r}")
+    check_bounds(config.bounds)
     notes: list[str] = []
     if run.count(config.metric):
         s, y = run.series(config.metric)
