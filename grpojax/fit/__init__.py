@@ -1,11 +1,12 @@
 """Reward-curve fitting: batched least squares, numpyro posteriors, Kalman likelihood, forecasts."""
 
-from grpojax.fit._data import MIN_POINTS, Curve, check_curve, noise_variance
+from grpojax.fit._data import MIN_POINTS, Curve, check_bounds, check_curve, noise_variance
 from grpojax.fit._lsq import FLAT_DELTA_BIC, STATUSES, LawFit, fit_all_laws, fit_law, fit_laws_batched
 
 __all__ = [
     "MIN_POINTS",
     "Curve",
+    "check_bounds",
     "check_curve",
     "noise_variance",
     "FLAT_DELTA_BIC",
@@ -60,11 +61,10 @@ from grpojax.fit._window_forecast import (  # noqa: E402
     METHODS as WINDOW_METHODS,
     WINDOW_STATUSES,
     WindowForecast,
-    check_bounds,
     forecast_window,
     forecast_windows,
 )
 
 __all__ += ["MIN_CREEP_POINTS", "CREEP_VARIANTS", "CreepPosterior", "creep_curve", "fit_creep", "fit_creep_batched",
             "logistic_curve", "WINDOW_METHODS",
-            "WINDOW_STATUSES", "WindowForecast", "check_bounds", "forecast_window", "forecast_windows"]
+            "WINDOW_STATUSES", "WindowForecast", "forecast_window", "forecast_windows"]

@@ -68,6 +68,23 @@ def check_steps(steps, name: str = "steps") -> np.ndarray:
     return s
 
 
+def check_bounds(bounds) -> tuple[float, float]:
+    """``bounds`` (a metric's range ``(lo, hi)``, or None) as two floats; None is ``(-inf, inf)``.
+
+    Raises:
+        ValueError: anything but two finite numbers ``lo < hi`` (one line naming the value).
+    """
+    if bounds is None:
+        return -np.inf, np.inf
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"bounds must be a pair (lo, hi) of numbers or None, got {bounds!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ValueError(f"bounds must be two finite numbers lo < hi, got {bounds!r}")
+    return lo, hi
+
+
 def check_curve(steps, values, *, allow_missing: bool = False, min_points: int = MIN_POINTS) -> Curve:
     """Validate a reward curve and return it normalised.
 

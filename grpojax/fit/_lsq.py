@@ -44,7 +44,7 @@ import optimistix as optx
 
 from grpojax._chunks import padded_chunks
 from grpojax.dynamics import LAWS, get_law
-from grpojax.fit._data import MIN_POINTS, check_curve, check_steps, noise_variance
+from grpojax.fit._data import MIN_POINTS, check_bounds, check_curve, check_steps, noise_variance
 from grpojax.logs import moving_average
 
 STATUSES = ("ok", "not_converged", "no_learning", "insufficient_data", "decreasing", "law_cannot_describe")
@@ -404,10 +404,7 @@ def fit_laws_batched(
     if smooth is not None and (int(smooth) != smooth or smooth < 1):
         raise ValueError(f"smooth must be a positive integer window or None, got {smooth!r}")
     if bounds is not None:
-        b = np.asarray(bounds, dtype=float)
-        if b.shape != (2,) or not np.all(np.isfinite(b)) or not b[0] < b[1]:
-            raise ValueError(f"bounds must be (lo, hi) with finite lo < hi, got {bounds!r}")
-        bounds = (float(b[0]), float(b[1]))
+        bounds = check_bounds(bounds)
     mask = np.isfinite(Y)
     n = mask.sum(-1)
     Yo = np.where(mask, Y, np.nan)

@@ -46,6 +46,7 @@ from scipy import stats
 
 from grpojax.fit._creep import MIN_CREEP_POINTS, fit_creep_batched
 from grpojax.fit._creep import VARIANTS as CREEP_VARIANTS
+from grpojax.fit._data import check_bounds
 from grpojax.fit._lsq import STATUSES as _LAW_STATUSES
 
 METHODS = ("creep", "persistence", "exponential", "sigmoid")
@@ -139,23 +140,6 @@ def _ar1_noise(y):
     r_d = float(np.sum(dc[1:] * dc[:-1]) / np.sum(dc * dc))
     rho = float(np.clip(1.0 + 2.0 * r_d, 0.0, 0.95))
     return float(np.sqrt(np.var(d) / (2.0 * (1.0 - rho)))), rho
-
-
-def check_bounds(bounds) -> tuple[float, float]:
-    """``bounds`` (a metric's range ``(lo, hi)``, or None) as two floats; None is ``(-inf, inf)``.
-
-    Raises:
-        ValueError: anything but two finite numbers ``lo < hi`` (one line naming the value).
-    """
-    if bounds is None:
-        return -np.inf, np.inf
-    try:
-        lo, hi = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise ValueError(f"bounds must be a pair (lo, hi) of numbers or None, got {bounds!r}") from None
-    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-        raise ValueError(f"bounds must be two finite numbers lo < hi, got {bounds!r}")
-    return lo, hi
 
 
 def _series(run_or_curve, metric):
