@@ -1,12 +1,14 @@
 """Training hooks: MonitorHook (any loop, grpojax's trainer) and the TRL TrainerCallback."""
 
 import importlib.util
+import os
+import pathlib
 
 import numpy as np
 import pytest
 
 import grpojax.dynamics as dyn
-from grpojax.monitor import MonitorConfig, MonitorHook, canonical_metrics, trl_callback
+from grpojax.monitor import MonitorConfig, MonitorHook, attach, canonical_metrics, trl_callback
 
 
 class FakeClock:
@@ -122,6 +124,7 @@ def test_trl_callback_with_fake_trainer_state():
                                  num_iterations=2))()
     cb = trl_callback(config=MonitorConfig(every=8, method="persistence"), stop_on=("instability",),
                       meta={"curvature": 0.5, "lag": "periodic"}, max_overhead=1.0)
+    cb.ahead_of_reporters = True  # driven directly: no reporter to miss its values
     state, control = TrainerState(max_steps=100), TrainerControl()
     cb.on_train_begin(args, state, control)
     assert cb.hook.meta["beta1"] == 0.9 and cb.hook.meta["k_ref"] == 2 and cb.hook.meta["max_steps"] == 100
@@ -157,11 +160,92 @@ def test_tiny_trl_grpo_trainer_runs_with_the_callback(tmp_path):
         return [float(len(c) % 3 == 0) for c in completions]
 
     cfg = GRPOConfig(output_dir=str(tmp_path), max_steps=12, per_device_train_batch_size=4, num_generations=4,
-                     max_completion_length=6, logging_steps=1, report_to=[], save_strategy="no", use_cpu=True)
-    cb = trl_callback(config=MonitorConfig(every=4, method="persistence"), stop_on=("plateau",))
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=cfg, train_dataset=data, processing_class=tok,
-                          callbacks=[cb])
+                     max_completion_length=6, logging_steps=1, report_to=["tensorboard"],
+                     logging_dir=str(tmp_path / "tb"), save_strategy="no", use_cpu=True)
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=cfg, train_dataset=data, processing_class=tok)
+    cb = attach(trainer, config=MonitorConfig(every=4, method="persistence"), stop_on=("plateau",))
     trainer.train()
+    assert any(k.startswith("train/monitor/") for k in _tensorboard_scalars(tmp_path))
     assert cb.hook.run_log().count("reward_mean") >= 8
     assert cb.hook.report is not None
     assert any("monitor/findings" in row for row in trainer.state.log_history)
+
+
+def _tensorboard_scalars(folder) -> dict[str, list[tuple[int, float]]]:
+    """Scalars of every event file under ``folder``, read back with TensorBoard's own reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out: dict[str, list[tuple[int, float]]] = {}
+    for ev in sorted(pathlib.Path(folder).rglob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(ev.parent))
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            out.setdefault(tag, []).extend((e.step, e.value) for e in acc.Scalars(tag))
+    return out
+
+
+def _drive_handler(handler, args, state, control, steps, values):
+    handler.on_train_begin(args, state, control)
+    for s, v in zip(steps, values):
+        state.global_step = int(s)
+        logs = {"loss": 0.0, "reward": float(v)}
+        state.log_history.append({**logs, "step": state.global_step})
+        handler.on_log(args, state, control, logs)
+    handler.on_train_end(args, state, control)
+
+
+def _tensorboard_handler(tmp_path):
+    pytest.importorskip("tensorboardX", reason="transformers' TensorBoard reporter needs torch or tensorboardX")
+    from transformers import TrainerControl, TrainerState
+    from transformers.integrations import TensorBoardCallback
+    from transformers.trainer_callback import CallbackHandler, DefaultFlowCallback
+
+    args = type("Args", (), dict(learning_rate=1e-3, adam_beta1=0.9, num_generations=8, num_iterations=1,
+                                 output_dir=str(tmp_path), logging_dir=str(tmp_path / "tb"),
+                                 to_json_string=lambda self: "{}"))()
+    os.environ["TENSORBOARD_LOGGING_DIR"] = str(tmp_path / "tb")
+    try:
+        tb = TensorBoardCallback()
+    finally:
+        del os.environ["TENSORBOARD_LOGGING_DIR"]
+    # what a Trainer built with report_to=["tensorboard"] holds: the flow callback, then the reporter
+    handler = CallbackHandler([DefaultFlowCallback, tb], None, None, None, None)
+    trainer = type("FakeTrainer", (), {})()
+    trainer.callback_handler = handler
+    return trainer, args, TrainerState(max_steps=40), TrainerControl()
+
+
+def test_attached_callback_values_reach_the_tensorboard_reporter(tmp_path):
+    """With transformers' real callback handler and TensorBoard reporter, ``monitor/*`` lands in the event file,
+    each value stamped with the step its report was computed at."""
+    pytest.importorskip("transformers")
+    trainer, args, state, control = _tensorboard_handler(tmp_path)
+    cb = attach(trainer, config=MonitorConfig(every=8, method="persistence"), max_overhead=1.0)
+    assert trainer.callback_handler.callbacks[0] is cb
+    t, y = _curve(40)
+    _drive_handler(trainer.callback_handler, args, state, control, t, y)
+    scalars = _tensorboard_scalars(tmp_path / "tb")
+    forecast = scalars.get("train/monitor/forecast", [])
+    stamps = scalars.get("train/monitor/report_step", [])
+    assert len(forecast) == cb.hook.refreshes >= 3, sorted(scalars)
+    # one value per refresh, written at the step it was computed at (never re-stamped between refreshes)
+    assert [s for s, _ in stamps] == [int(v) for _, v in stamps]
+    assert [s for s, _ in forecast] == [s for s, _ in stamps]
+    assert "train/reward" in scalars and len(scalars["train/reward"]) == 40
+    with pytest.raises(ValueError, match="already attached"):
+        attach(trainer)
+
+
+def test_callback_passed_after_the_reporters_warns_that_they_miss_its_values(tmp_path):
+    pytest.importorskip("transformers")
+    trainer, args, state, control = _tensorboard_handler(tmp_path)
+    cb = trl_callback(config=MonitorConfig(every=8, method="persistence"), max_overhead=1.0)
+    trainer.callback_handler.add_callback(cb)  # what callbacks=[cb] does: after the reporters
+    t, y = _curve(16)
+    with pytest.warns(UserWarning, match="attach"):
+        _drive_handler(trainer.callback_handler, args, state, control, t, y)
+    scalars = _tensorboard_scalars(tmp_path / "tb")
+    assert not any(k.startswith("train/monitor/") for k in scalars)  # the documented failure the warning names
+    assert any("monitor/forecast" in row for row in state.log_history)
+    with pytest.raises(TypeError, match="Trainer"):
+        attach(object())

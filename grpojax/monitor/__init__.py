@@ -4,8 +4,8 @@
   ``update(state, run) -> (state, report)`` behind ``grpojax watch``: forecast plateau and interval, time
   to plateau, stability margin, detector findings, best checkpoint.
 - :class:`MonitorHook`: the engine as a training hook ``hook(step, metrics) -> stop reason or None``
-  (grpojax's trainer or any loop); :func:`trl_callback`: the same as a ``transformers.TrainerCallback``
-  for TRL's ``GRPOTrainer``.
+  (grpojax's trainer or any loop); :func:`attach`: the same as a ``transformers.TrainerCallback``
+  registered ahead of a TRL ``GRPOTrainer``'s reporters (:func:`trl_callback` builds the callback alone).
 - :func:`advise`: damping ratio, exact stability margin and the η, K_ref and G ranges of ``grpojax advise``;
   :func:`in_advised_range` is its vectorised verdict.
 
@@ -26,7 +26,7 @@ from grpojax.monitor._engine import (
     update,
 )
 from grpojax.monitor._follow import log_signature, read_growing
-from grpojax.monitor._hooks import STOP_RULES, Hook, MonitorHook, canonical_metrics, trl_callback
+from grpojax.monitor._hooks import STOP_RULES, Hook, MonitorHook, attach, canonical_metrics, trl_callback
 
 __all__ = [
     "ZETA_BAND",
@@ -46,6 +46,7 @@ __all__ = [
     "STOP_RULES",
     "Hook",
     "MonitorHook",
+    "attach",
     "canonical_metrics",
     "trl_callback",
 ]

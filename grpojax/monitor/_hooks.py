@@ -3,8 +3,9 @@
 A hook is any callable ``hook(step, metrics) -> str | None``: it receives the metrics a trainer logged
 at ``step`` (a mapping of names to numbers) and returns a stop reason (a one-line string) or None.
 :class:`MonitorHook` is that callable for grpojax's trainer and any loop; :func:`trl_callback` wraps it
-in a ``transformers.TrainerCallback`` for TRL's ``GRPOTrainer`` (``transformers`` is imported only
-when it is called).
+in a ``transformers.TrainerCallback`` for TRL's ``GRPOTrainer`` and :func:`attach` puts that callback
+ahead of the trainer's reporters (TensorBoard, W&B, ...), so that they record its ``monitor/...``
+values (``transformers`` is imported only when either is called).
 
 Cost. Appending a step's metrics is a few microseconds; the refresh (forecast, stability, detectors)
 costs seconds and runs at most once per ``config.every`` new points, and only while the hook's total
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -33,7 +35,7 @@ import numpy as np
 from grpojax.logs import CANDIDATES, RunLog
 from grpojax.monitor._engine import MonitorConfig, WatchReport, init_state, update
 
-__all__ = ["Hook", "STOP_RULES", "MonitorHook", "canonical_metrics", "trl_callback"]
+__all__ = ["Hook", "STOP_RULES", "MonitorHook", "attach", "canonical_metrics", "trl_callback"]
 
 Hook = Callable[[int, Mapping[str, Any]], "str | None"]
 """A training hook: ``hook(step, metrics) -> stop reason or None``."""
@@ -119,6 +121,7 @@ class MonitorHook:
         self._t_first: float | None = None
         self.refreshes = 0
         self.postponed = 0
+        self._emitted = 0  # refreshes whose report log_entries(only_new=True) has returned
 
     @property
     def elapsed_s(self) -> float:
@@ -200,12 +203,19 @@ class MonitorHook:
                         f"{self.plateau_tol:g}")
         return None
 
-    def log_entries(self) -> dict[str, float]:
-        """Flat ``monitor/...`` numbers of the latest report, for the trainer's own logs."""
+    def log_entries(self, *, only_new: bool = False) -> dict[str, float]:
+        """Flat ``monitor/...`` numbers of the latest report, for the trainer's own logs.
+
+        ``monitor/report_step`` is the step at which that report was computed: between refreshes the
+        same report is returned with its own step, never re-stamped as current. With ``only_new`` an
+        empty dict is returned until a refresh has produced a report not returned before (what a
+        reporter that plots against the logging step needs).
+        """
         r = self.report
-        if r is None:
+        if r is None or (only_new and self.refreshes == self._emitted):
             return {}
-        out: dict[str, float] = {"monitor/findings": float(len(r.findings))}
+        self._emitted = self.refreshes
+        out: dict[str, float] = {"monitor/report_step": float(r.step), "monitor/findings": float(len(r.findings))}
         if r.forecast is not None:
             out.update({"monitor/forecast": r.forecast["mean"], "monitor/forecast_lo": r.forecast["lo"],
                         "monitor/forecast_hi": r.forecast["hi"]})
@@ -225,10 +235,17 @@ class MonitorHook:
 def trl_callback(hook: MonitorHook | None = None, **kwargs):
     """A ``transformers.TrainerCallback`` that feeds TRL's logs into a :class:`MonitorHook`.
 
-    On every ``on_log`` the logged dict goes to the hook (at ``state.global_step``); the hook's
-    ``monitor/...`` numbers are added to the same dict (so TRL's loggers record the forecast, margin and
-    number of findings), and when an enabled stop rule fires ``control.should_training_stop`` is set
-    and the reason is stored in ``state.log_history`` as ``{"monitor/stop_reason": ...}``.
+    On every ``on_log`` the logged dict goes to the hook (at ``state.global_step``). When a refresh has
+    produced a new report, its ``monitor/...`` numbers (with ``monitor/report_step``, the step the report
+    was computed at) are added to the same dict and to the record in ``state.log_history``. When an
+    enabled stop rule fires, ``control.should_training_stop`` is set and the reason is stored in
+    ``state.log_history`` as ``{"monitor/stop_reason": ...}``.
+
+    transformers calls the callbacks in the order they were registered, and a trainer registers its
+    reporters (TensorBoard, W&B, ...) before the callbacks passed as ``callbacks=[...]``: a callback passed
+    that way is called after the reporters have written the record, so they never see the ``monitor/...``
+    numbers. Register it with :func:`attach` instead, which puts it ahead of them; a callback that was
+    not attached warns once, the first time it has numbers to add.
 
     Args:
         hook: the hook to feed (built from ``kwargs`` when None; see :class:`MonitorHook`).
@@ -251,6 +268,8 @@ def trl_callback(hook: MonitorHook | None = None, **kwargs):
 
         def __init__(self, h: MonitorHook):
             self.hook = h
+            self.ahead_of_reporters = False  # set by attach()
+            self._warned = False
 
         def on_train_begin(self, args, state, control, **kw):
             meta = self.hook.meta
@@ -267,8 +286,14 @@ def trl_callback(hook: MonitorHook | None = None, **kwargs):
             if logs is None:
                 return control
             reason = self.hook(int(state.global_step), logs)
-            entries = self.hook.log_entries()
-            logs.update(entries)  # what the reporting callbacks (console, TensorBoard, W&B) see
+            entries = self.hook.log_entries(only_new=True)
+            if entries and not self.ahead_of_reporters and not self._warned:
+                self._warned = True
+                warnings.warn("the grpojax monitor callback runs after the trainer's reporters, so TensorBoard, "
+                              "W&B and the other reporters do not record its monitor/* values (they reach "
+                              "state.log_history only); register it with grpojax.monitor.attach(trainer)",
+                              stacklevel=2)
+            logs.update(entries)  # what the reporters called after this callback see
             # Trainer.log appended a copy of this record to the history before calling back: add them there too
             if state.log_history and state.log_history[-1].get("step") == state.global_step:
                 state.log_history[-1].update(entries)
@@ -278,3 +303,33 @@ def trl_callback(hook: MonitorHook | None = None, **kwargs):
             return control
 
     return GrpojaxMonitorCallback(hook)
+
+
+def attach(trainer, hook: MonitorHook | None = None, **kwargs):
+    """Register a :func:`trl_callback` with a ``transformers.Trainer`` (TRL's ``GRPOTrainer``) ahead of its reporters.
+
+    The callback is inserted first in ``trainer.callback_handler``, so every reporter the trainer was
+    configured with (``report_to``: TensorBoard, W&B, MLflow, ...) records the ``monitor/...`` numbers it
+    adds to a log record. Attaching a second grpojax monitor to the same trainer is refused.
+
+    Args:
+        trainer: a ``transformers.Trainer`` (anything with a ``callback_handler.callbacks`` list).
+        hook, **kwargs: as for :func:`trl_callback`.
+
+    Returns:
+        The callback (``callback.hook`` is the :class:`MonitorHook`).
+
+    Raises:
+        TypeError: ``trainer`` has no ``callback_handler.callbacks`` list.
+        ValueError: a grpojax monitor is already attached.
+    """
+    callbacks = getattr(getattr(trainer, "callback_handler", None), "callbacks", None)
+    if not isinstance(callbacks, list):
+        raise TypeError(f"attach() needs a transformers Trainer (with callback_handler.callbacks), "
+                        f"got {type(trainer).__name__}")
+    if any(hasattr(cb, "ahead_of_reporters") and hasattr(cb, "hook") for cb in callbacks):
+        raise ValueError("a grpojax monitor callback is already attached to this trainer")
+    cb = trl_callback(hook, **kwargs)
+    cb.ahead_of_reporters = True
+    callbacks.insert(0, cb)
+    return cb
