@@ -116,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    from grpojax._jax_cache import enable_compilation_cache
+
+    enable_compilation_cache()  # a second command reuses the XLA programs the first one compiled
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
