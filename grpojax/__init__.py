@@ -12,7 +12,13 @@ Subpackages (import what you need; nothing heavy is imported here):
 - :mod:`grpojax.lm` -- Flax NNX causal LM, Hugging Face weights, tokenizers, sampler
 - :mod:`grpojax.grpo` -- the GRPO trainer: loss, advantages, rewards, data, checkpoints, run log
 - :mod:`grpojax.plot` -- matplotlib figures
+
+Errors: everything grpojax raises on purpose derives from :class:`GrpojaxError`; :class:`UserError`
+(with :class:`InvalidValueError`, :class:`DataError`, :class:`ConfigError`) is something the caller can
+fix, :class:`StorageError` a write the environment refused.
 """
 
+from grpojax._errors import ConfigError, DataError, GrpojaxError, InvalidValueError, StorageError, UserError
+
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+__all__ = ["ConfigError", "DataError", "GrpojaxError", "InvalidValueError", "StorageError", "UserError", "__version__"]

@@ -19,7 +19,8 @@ A public function validates each numeric argument with :func:`check` and keeps t
   legitimate rejection, not an error);
 - ``"skip"``: no traced check (the value is validated where it is concrete).
 
-This module imports no other ``grpojax`` module.
+Concrete failures raise :class:`grpojax.InvalidValueError` (a ``ValueError``). This module imports
+only the shared :mod:`grpojax._errors`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from grpojax._errors import InvalidValueError
 
 __all__ = ["check", "check_choice", "check_int", "check_traced", "is_traced"]
 
@@ -86,29 +89,29 @@ def check(
         return check_traced(name, value, ok, expected, on_trace=on_trace)
     arr = np.asarray(value)
     if arr.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be a real number, got {name}={value!r}")
+        raise InvalidValueError(f"{name} must be a real number, got {name}={value!r}")
     if finite:
         fin = np.isfinite(arr)
         if not np.all(fin):
-            raise ValueError(f"{name} must be finite, got {name}={_shown(arr, fin)!r}")
+            raise InvalidValueError(f"{name} must be finite, got {name}={_shown(arr, fin)!r}")
     with jax.ensure_compile_time_eval():  # a jnp predicate on constants inside a trace stays concrete
         good = np.broadcast_to(np.asarray(ok(arr), bool), arr.shape)
     if not np.all(good):
-        raise ValueError(f"{name} must be {expected}, got {name}={_shown(arr, good)!r}")
+        raise InvalidValueError(f"{name} must be {expected}, got {name}={_shown(arr, good)!r}")
     return value
 
 
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     """Return ``value`` if it is one of ``choices``; ``ValueError`` naming it and the choices otherwise."""
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {name}={value!r}")
+        raise InvalidValueError(f"{name} must be one of {choices}, got {name}={value!r}")
     return value
 
 
 def check_int(name: str, value: Any, minimum: int) -> int:
     """A static (Python) integer ``>= minimum``; ``ValueError`` for bools, fractions, tracers and small values."""
     if is_traced(value):
-        raise ValueError(f"{name} must be a static integer >= {minimum}, got a traced value")
+        raise InvalidValueError(f"{name} must be a static integer >= {minimum}, got a traced value")
     if isinstance(value, (bool, np.bool_)) or np.ndim(value) != 0 or int(value) != value or int(value) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum} (static), got {name}={value!r}")
+        raise InvalidValueError(f"{name} must be an integer >= {minimum} (static), got {name}={value!r}")
     return int(value)

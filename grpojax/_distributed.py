@@ -23,6 +23,8 @@ from collections.abc import Mapping
 import jax
 import numpy as np
 
+from grpojax._errors import InvalidValueError
+
 __all__ = ["ENV_COORDINATOR", "ENV_NUM_PROCESSES", "ENV_PROCESS_ID", "MODES", "barrier", "broadcast_ints",
            "check_started", "distributed_env", "initialize_distributed", "is_multiprocess", "is_primary", "to_global", "to_host"]
 
@@ -52,24 +54,24 @@ def distributed_env(environ: Mapping[str, str] | None = None) -> tuple[str, int,
         return None
     if len(present) != len(names):
         missing = [n for n in names if n not in present]
-        raise ValueError(f"{', '.join(present)} set but {', '.join(missing)} not; expected all three "
+        raise InvalidValueError(f"{', '.join(present)} set but {', '.join(missing)} not; expected all three "
                          "(coordinator host:port, number of processes, process id) or none")
     addr = env[ENV_COORDINATOR].strip()
     host, _, port = addr.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{ENV_COORDINATOR}={addr!r} is not host:port (e.g. 10.0.0.1:12355)")
+        raise InvalidValueError(f"{ENV_COORDINATOR}={addr!r} is not host:port (e.g. 10.0.0.1:12355)")
     try:
         n = int(env[ENV_NUM_PROCESSES])
     except ValueError:
-        raise ValueError(f"{ENV_NUM_PROCESSES}={env[ENV_NUM_PROCESSES]!r} is not an integer >= 1") from None
+        raise InvalidValueError(f"{ENV_NUM_PROCESSES}={env[ENV_NUM_PROCESSES]!r} is not an integer >= 1") from None
     if n < 1:
-        raise ValueError(f"{ENV_NUM_PROCESSES}={n} is not an integer >= 1")
+        raise InvalidValueError(f"{ENV_NUM_PROCESSES}={n} is not an integer >= 1")
     try:
         pid = int(env[ENV_PROCESS_ID])
     except ValueError:
-        raise ValueError(f"{ENV_PROCESS_ID}={env[ENV_PROCESS_ID]!r} is not an integer in [0, {n - 1}]") from None
+        raise InvalidValueError(f"{ENV_PROCESS_ID}={env[ENV_PROCESS_ID]!r} is not an integer in [0, {n - 1}]") from None
     if not 0 <= pid < n:
-        raise ValueError(f"{ENV_PROCESS_ID}={pid} is not in [0, {n - 1}] ({ENV_NUM_PROCESSES}={n})")
+        raise InvalidValueError(f"{ENV_PROCESS_ID}={pid} is not in [0, {n - 1}] ({ENV_NUM_PROCESSES}={n})")
     return addr, n, pid
 
 
@@ -91,7 +93,7 @@ def initialize_distributed(mode: str = "auto", *, timeout_s: int = 300) -> int:
             in use in this process when the environment asks for several processes.
     """
     if mode not in MODES:
-        raise ValueError(f"distributed mode must be one of {MODES}, got {mode!r}")
+        raise InvalidValueError(f"distributed mode must be one of {MODES}, got {mode!r}")
     if jax.distributed.is_initialized():
         return jax.process_count()
     if mode == "off":
@@ -104,7 +106,7 @@ def initialize_distributed(mode: str = "auto", *, timeout_s: int = 300) -> int:
             try:
                 jax.distributed.initialize(initialization_timeout=int(timeout_s))  # TPU pod, SLURM, Open MPI
             except ValueError as exc:
-                raise ValueError(f"no multi-process job found ({exc}); set {ENV_COORDINATOR}, "
+                raise InvalidValueError(f"no multi-process job found ({exc}); set {ENV_COORDINATOR}, "
                                  f"{ENV_NUM_PROCESSES} and {ENV_PROCESS_ID}, or run inside a TPU pod slice, "
                                  "SLURM or Open MPI job") from None
         else:
@@ -113,7 +115,7 @@ def initialize_distributed(mode: str = "auto", *, timeout_s: int = 300) -> int:
     except RuntimeError as exc:
         if "must be called before" not in str(exc):
             raise
-        raise ValueError("a multi-process run must start JAX's runtime before any JAX computation; call "
+        raise InvalidValueError("a multi-process run must start JAX's runtime before any JAX computation; call "
                          "initialize_distributed() first thing in the program") from None
     return jax.process_count()
 
@@ -128,7 +130,7 @@ def check_started() -> None:
     """
     env = distributed_env()
     if env is not None and env[1] > 1 and jax.process_count() == 1:
-        raise ValueError(f"{ENV_NUM_PROCESSES}={env[1]} is set but JAX runs one process; call "
+        raise InvalidValueError(f"{ENV_NUM_PROCESSES}={env[1]} is set but JAX runs one process; call "
                          "initialize_distributed() before any JAX computation")
 
 

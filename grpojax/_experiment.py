@@ -20,6 +20,7 @@ import os
 import pathlib
 from typing import Any, Iterable, NamedTuple
 
+from grpojax._errors import InvalidValueError
 from grpojax._io import write_json
 
 __all__ = ["SUMMARY_FILE", "VERDICTS", "Claim", "experiment_parser", "load_average", "parse_args", "print_claims",
@@ -99,13 +100,13 @@ def write_summary(out: str | os.PathLike, name: str, *, quick: bool, claims: Ite
     rows = []
     for c in claims:
         if not isinstance(c, Claim):
-            raise ValueError(f"claims must be Claim records, got {type(c).__name__}: {c!r}")
+            raise InvalidValueError(f"claims must be Claim records, got {type(c).__name__}: {c!r}")
         if c.verdict not in VERDICTS:
-            raise ValueError(f"claim {c.claim!r} has verdict {c.verdict!r}; expected one of {VERDICTS}")
+            raise InvalidValueError(f"claim {c.claim!r} has verdict {c.verdict!r}; expected one of {VERDICTS}")
         rows.append(c.to_dict())
     clash = sorted({"experiment", "quick", "claims", "figures"} & set(results))
     if clash:
-        raise ValueError(f"results may not be named {clash}: those keys are written by write_summary")
+        raise InvalidValueError(f"results may not be named {clash}: those keys are written by write_summary")
     summary = {"experiment": name, "quick": bool(quick), "claims": rows, "figures": list(figures), **results}
     return write_json(out, SUMMARY_FILE, summary)
 

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from grpojax._errors import InvalidValueError
 from grpojax._checks import check, check_choice, check_int, is_traced
 
 __all__ = ["BanditConfig", "MultiArmConfig", "ADVANTAGES", "GRADIENTS", "LAGS"]
@@ -49,7 +50,7 @@ def _static_max(name: str, value: Any, given: int | None, minimum: int) -> tuple
         return value, given
     arr = _concrete(value)
     if arr is None:
-        raise ValueError(f"{name} is traced: pass its static bound (max_lag / max_group) explicitly")
+        raise InvalidValueError(f"{name} is traced: pass its static bound (max_lag / max_group) explicitly")
     return value, max(int(np.max(arr)), minimum)
 
 
@@ -216,7 +217,7 @@ class MultiArmConfig(_Common):
         if r.ndim == 1:
             r = r[None, :]
         if r.ndim < 2 or r.shape[-1] < 2:
-            raise ValueError(f"reward_probs must have shape (P, A) with A >= 2 arms, got shape {r.shape}")
+            raise InvalidValueError(f"reward_probs must have shape (P, A) with A >= 2 arms, got shape {r.shape}")
         r = _check("reward_probs", r, lambda a: (a >= 0) & (a <= 1), "in [0, 1] (reward probabilities)")
         ev = r if eval_reward is None else jnp.broadcast_to(_float(eval_reward), r.shape)
         ev = _check("eval_reward", ev, jnp.isfinite, "finite")

@@ -25,6 +25,7 @@ import numpy as np
 from jax.scipy.special import xlog1py, xlogy
 from jaxtyping import Array, ArrayLike
 
+from grpojax._errors import InvalidValueError
 from grpojax.bandit._config import BanditConfig
 from grpojax.bandit._two_arm import TwoArmState, behaviour_logit, kl_gradient, reward_gradient, two_arm_init
 from grpojax.dynamics import OscillatorParams, from_hyperparams
@@ -351,7 +352,7 @@ def _calib_terms(cfg: BanditConfig, t: Array) -> tuple[Array, Array]:
 def _check_positive(name, value, why):
     arr = np.asarray(value)
     if not np.all(arr > 0):
-        raise ValueError(f"{name} must be > 0 ({why}), got {np.ravel(arr)[np.argmin(np.ravel(arr > 0))]!r}")
+        raise InvalidValueError(f"{name} must be > 0 ({why}), got {np.ravel(arr)[np.argmin(np.ravel(arr > 0))]!r}")
 
 
 def _replace(cfg: BanditConfig, **kw) -> BanditConfig:

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from grpojax._errors import InvalidValueError
 from grpojax.bandit._config import BanditConfig, MultiArmConfig
 from grpojax.bandit._multi_arm import MultiArmState, multi_arm_init, multi_arm_step
 from grpojax.bandit._two_arm import TwoArmState, two_arm_init, two_arm_step
@@ -35,7 +36,7 @@ def init(config: BanditConfig | MultiArmConfig, *, key: Array | None = None) -> 
         return multi_arm_init(config)
     if isinstance(config, BanditConfig):
         return two_arm_init(config)
-    raise ValueError(f"config must be a BanditConfig or MultiArmConfig, got {type(config).__name__}")
+    raise InvalidValueError(f"config must be a BanditConfig or MultiArmConfig, got {type(config).__name__}")
 
 
 def step(state: TwoArmState | MultiArmState, key: Array) -> TwoArmState | MultiArmState:
@@ -130,12 +131,12 @@ def rollout_log(config: BanditConfig | MultiArmConfig, num_steps: int, *, key: A
         (['clip_frac', 'entropy', 'eval_reward'], (20,))
     """
     if not isinstance(config, (BanditConfig, MultiArmConfig)):
-        raise ValueError(f"config must be a BanditConfig or MultiArmConfig, got {type(config).__name__}")
+        raise InvalidValueError(f"config must be a BanditConfig or MultiArmConfig, got {type(config).__name__}")
     if config.batch_shape != ():
-        raise ValueError(f"rollout_log takes one configuration, got batch_shape={config.batch_shape}; use vmap")
+        raise InvalidValueError(f"rollout_log takes one configuration, got batch_shape={config.batch_shape}; use vmap")
     num_steps = int(num_steps)
     if num_steps < 1:
-        raise ValueError(f"num_steps must be >= 1, got num_steps={num_steps}")
+        raise InvalidValueError(f"num_steps must be >= 1, got num_steps={num_steps}")
     out = dict(_rollout(config, num_steps, key))
     out["step"] = jnp.arange(1, num_steps + 1, dtype=jnp.int32)
     return out

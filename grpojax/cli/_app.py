@@ -2,9 +2,12 @@
 
 Each subcommand lives in ``grpojax/cli/_<name>.py`` and exposes ``register(subparsers)``, which adds
 its parser and sets ``func=run`` where ``run(args) -> int``. :func:`main` is the one error boundary:
-every error becomes one line on stderr naming the bad value and what was expected. Errors a user can fix
-(bad file, bad value, unknown format, an output that already exists) exit with status 2, errors of the
-environment (permissions, a full disk, memory) with status 1; ``--debug`` shows the traceback instead.
+every error becomes one line on stderr. Errors a user can fix -- a :class:`grpojax.UserError` (bad
+value, unreadable file or config, unknown format), a missing input or an output that already exists --
+exit with status 2; errors of the environment (permissions, a full disk, memory,
+:class:`grpojax.StorageError`) with status 1. Anything else (a plain ``ValueError``, ``KeyError``,
+``TypeError`` ...) is a bug in grpojax: "internal error ... rerun with --debug", status 1.
+``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -67,8 +70,14 @@ def _classify(exc: BaseException) -> tuple[int, str] | None:
     import json
     import os
 
-    if isinstance(exc, CLIError):
+    from grpojax._errors import GrpojaxError, StorageError, UserError
+
+    if isinstance(exc, (CLIError, UserError)):
         return 2, _one_line(exc)
+    if isinstance(exc, StorageError):
+        return 1, _one_line(exc)
+    if isinstance(exc, GrpojaxError):  # raised on purpose, not the user's to fix (e.g. a loss that became NaN)
+        return 1, _one_line(exc)
     if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError)):
         what = {FileNotFoundError: "no such file or folder", IsADirectoryError: "is a folder, expected a file",
                 NotADirectoryError: "is not a folder", FileExistsError: "already exists"}[type(exc)]
@@ -87,8 +96,10 @@ def _classify(exc: BaseException) -> tuple[int, str] | None:
         return 1, "out of memory: reduce the sizes of the request (paths, steps, batch, configurations)"
     if isinstance(exc, RecursionError):
         return 2, "the input is nested too deeply to read (a corrupt or hostile file?)"
-    if isinstance(exc, (ValueError, TypeError, KeyError, json.JSONDecodeError)):
-        return 2, _one_line(exc)
+    if isinstance(exc, json.JSONDecodeError):  # a file given by the user is not JSON
+        return 2, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    if isinstance(exc, UnicodeDecodeError):  # a file given by the user is not text
+        return 2, f"the input is not UTF-8 text ({exc.reason} at byte {exc.start})"
     try:
         import yaml
 
@@ -105,7 +116,9 @@ def _classify(exc: BaseException) -> tuple[int, str] | None:
         if "RESOURCE_EXHAUSTED" in text or "Out of memory" in text:
             return 1, "out of memory: reduce the sizes of the request (paths, steps, batch, configurations)"
         lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("---", "*", "This "))]
-        return 2, (lines[0] if lines else name)
+        if lines and " must be " in lines[0]:  # a grpojax check inside a compiled function (grpojax._checks)
+            return 2, lines[0]
+        return None
     return None
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
+from grpojax._errors import InvalidValueError
 from grpojax._io import to_jsonable, write_json  # noqa: F401  (the CLI's JSON goes through grpojax._io)
 from grpojax._progress import progress as _progress
 
@@ -15,8 +16,8 @@ console = Console(stderr=False)
 err_console = Console(stderr=True)
 
 
-class CLIError(Exception):
-    """An error the command line reports as one line (no traceback unless ``--debug``)."""
+class CLIError(InvalidValueError):
+    """A flag the command line refuses: one line naming it (exit status 2; no traceback unless ``--debug``)."""
 
 
 def out_dir(path: str | pathlib.Path) -> pathlib.Path:

@@ -86,6 +86,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from grpojax._errors import ConfigError
+
 
 @dataclasses.dataclass(frozen=True)
 class DiagnoseConfig:
@@ -208,11 +210,11 @@ class DiagnoseConfig:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if not isinstance(v, (int, float)) or v != v or v < 0:
-                raise ValueError(f"DiagnoseConfig.{f.name} must be a non-negative number, got {v!r}")
+                raise ConfigError(f"DiagnoseConfig.{f.name} must be a non-negative number, got {v!r}")
         if not 0 < self.edge_fraction <= 0.5:
-            raise ValueError(f"DiagnoseConfig.edge_fraction must be in (0, 0.5], got {self.edge_fraction}")
+            raise ConfigError(f"DiagnoseConfig.edge_fraction must be in (0, 0.5], got {self.edge_fraction}")
         if not 0 < self.hacking_end_fraction < 1:
-            raise ValueError("DiagnoseConfig.hacking_end_fraction must be in (0, 1), got "
+            raise ConfigError("DiagnoseConfig.hacking_end_fraction must be in (0, 1), got "
                              f"{self.hacking_end_fraction}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -223,7 +225,7 @@ class DiagnoseConfig:
         names = {f.name for f in dataclasses.fields(self)}
         bad = sorted(set(overrides) - names)
         if bad:
-            raise ValueError(f"unknown DiagnoseConfig field(s) {bad}; valid: {sorted(names)}")
+            raise ConfigError(f"unknown DiagnoseConfig field(s) {bad}; valid: {sorted(names)}")
         cast = {k: type(getattr(self, k))(v) for k, v in overrides.items()}
         return dataclasses.replace(self, **cast)
 

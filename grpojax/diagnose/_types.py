@@ -23,6 +23,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from grpojax._errors import InvalidValueError
+
 VERDICTS = ("detected", "not_detected", "insufficient_data")
 VALIDITY_VERDICTS = ("valid", "violated", "insufficient_data")
 MODES = ("reward_hacking", "advantage_degeneracy", "policy_concentration", "dynamical_instability")
@@ -122,7 +124,7 @@ def make_evidence(metric: str, steps: np.ndarray | tuple[float, float], statisti
     elif op == "<=":
         triggered = bool(value <= threshold)
     else:
-        raise ValueError(f"op must be '>=', '<=' or 'info', got {op!r}")
+        raise InvalidValueError(f"op must be '>=', '<=' or 'info', got {op!r}")
     score = 0.0
     if triggered:
         if kind == "ratio":
@@ -140,7 +142,7 @@ def make_evidence(metric: str, steps: np.ndarray | tuple[float, float], statisti
         elif kind == "gate":  # a condition that must hold but says nothing about how severe
             score = 0.0
         else:
-            raise ValueError(f"kind must be ratio/level/fraction/probability/zscore/flag/gate, got {kind!r}")
+            raise InvalidValueError(f"kind must be ratio/level/fraction/probability/zscore/flag/gate, got {kind!r}")
     return Evidence(metric, step_range, statistic, value, threshold, op, triggered, score)
 
 

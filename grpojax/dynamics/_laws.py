@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+from grpojax._errors import InvalidValueError
 from grpojax.dynamics._expm2 import expm2_coefficients
 
 _INF = float("inf")
@@ -160,5 +161,5 @@ LAWS: dict[str, type[RewardLaw]] = {"exponential": Exponential, "three_phase": T
 def get_law(name: str) -> type[RewardLaw]:
     """Look a law up by name; ``ValueError`` listing the known names otherwise."""
     if name not in LAWS:
-        raise ValueError(f"unknown law {name!r}; expected one of {sorted(LAWS)}")
+        raise InvalidValueError(f"unknown law {name!r}; expected one of {sorted(LAWS)}")
     return LAWS[name]

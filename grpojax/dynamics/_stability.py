@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from grpojax._errors import InvalidValueError
 from grpojax._checks import check_int as _check_int
 from grpojax.dynamics._checks import check, check_hyperparams, check_lag
 
@@ -67,7 +68,7 @@ EXACT_CRITICAL_MAX_LAG = 1 << 20
 def _check_lag_limit(name: str, value: int, limit: int, what: str) -> int:
     """``ValueError`` for a constant lag above ``limit``, raised before anything is allocated."""
     if value > limit:
-        raise ValueError(
+        raise InvalidValueError(
             f"{name}={value} is above the limit {limit} of {what} for constant lag; "
             "use lag='periodic', the closed form (critical_eta) or a shorter lag"
         )

@@ -25,6 +25,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.infer.hmc import hmc
 from numpyro.infer.util import potential_energy
 
+from grpojax._errors import InvalidValueError
 from grpojax._chunks import padded_chunks
 from grpojax.fit._data import check_steps
 from grpojax.fit._kalman import step_intervals
@@ -129,15 +130,15 @@ def fit_state_space_batched(steps, Y, *, key, num_warmup: int = 500, num_samples
     s = check_steps(steps)
     Y = np.asarray(Y, float)
     if Y.ndim != 2 or Y.shape[1] != s.size:
-        raise ValueError(f"Y must have shape (N, {s.size}), got {Y.shape}")
+        raise InvalidValueError(f"Y must have shape (N, {s.size}), got {Y.shape}")
     if np.any(np.isinf(Y)):
-        raise ValueError("rewards must be finite or NaN (missing)")
+        raise InvalidValueError("rewards must be finite or NaN (missing)")
     n_obs = np.isfinite(Y).sum(-1)
     if np.any(n_obs < 8):
-        raise ValueError(f"every curve needs at least 8 finite points; curve {int(np.argmin(n_obs))} has {int(n_obs.min())}")
+        raise InvalidValueError(f"every curve needs at least 8 finite points; curve {int(np.argmin(n_obs))} has {int(n_obs.min())}")
     c, sc = np.nanmean(Y, -1), np.nanstd(Y, -1)
     if np.any(~(sc > 0)):
-        raise ValueError(f"curve {int(np.argmin(sc))} is constant: nothing to fit")
+        raise InvalidValueError(f"curve {int(np.argmin(sc))} is constant: nothing to fit")
     N = Y.shape[0]
     t = (s - s[0]) / (s[-1] - s[0])
     uniq, index = step_intervals(t)
@@ -146,7 +147,7 @@ def fit_state_space_batched(steps, Y, *, key, num_warmup: int = 500, num_samples
     init = _init(Y, s, num_chains, k_init)
     keys = jax.random.split(k_run, N * num_chains).reshape(N, num_chains)
     if int(batch_size) != batch_size or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        raise InvalidValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     B = min(int(batch_size), N)
     t0 = time.perf_counter()
     zs_parts, div_parts = [], []

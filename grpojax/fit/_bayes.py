@@ -34,6 +34,7 @@ import numpy as np
 from numpyro.distributions.transforms import biject_to
 from numpyro.infer import MCMC, NUTS
 
+from grpojax._errors import InvalidValueError
 from grpojax.dynamics import REGIMES, OscillatorParams, ThreePhase, regime, response_from_rest
 from grpojax.fit._data import check_curve
 from grpojax.fit._kalman import kalman_filter, kalman_forecast, oscillator_transitions, step_intervals
@@ -202,12 +203,12 @@ def fit_bayes(
             hyperparameters.
     """
     if model not in MODELS:
-        raise ValueError(f"unknown model {model!r}; expected one of {MODELS}")
+        raise InvalidValueError(f"unknown model {model!r}; expected one of {MODELS}")
     if chain_method not in ("vectorized", "sequential", "parallel"):
-        raise ValueError(f"chain_method must be 'vectorized', 'sequential' or 'parallel', got {chain_method!r}")
+        raise InvalidValueError(f"chain_method must be 'vectorized', 'sequential' or 'parallel', got {chain_method!r}")
     for name, v in (("num_warmup", num_warmup), ("num_samples", num_samples), ("num_chains", num_chains)):
         if int(v) != v or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            raise InvalidValueError(f"{name} must be a positive integer, got {v!r}")
     curve = check_curve(steps, values, allow_missing=True)
     grid = _band_grid(curve, forecast_to, band_points, band_steps)
     y = jnp.asarray(np.where(curve.mask, curve.yn, 0.0))
@@ -217,16 +218,16 @@ def fit_bayes(
     a_init = None
     if model == "mechanistic":
         if hyperparams is None:
-            raise ValueError("model='mechanistic' needs hyperparams={'eta', 'mu', 'k_ref', 'lag', 'group_size'}")
+            raise InvalidValueError("model='mechanistic' needs hyperparams={'eta', 'mu', 'k_ref', 'lag', 'group_size'}")
         missing = {"eta", "mu", "k_ref"} - set(hyperparams)
         if missing:
-            raise ValueError(f"hyperparams is missing {sorted(missing)} (needs eta, mu, k_ref; lag, group_size optional)")
+            raise InvalidValueError(f"hyperparams is missing {sorted(missing)} (needs eta, mu, k_ref; lag, group_size optional)")
         hp = {"eta": float(hyperparams["eta"]), "mu": float(hyperparams["mu"]), "k_ref": float(hyperparams["k_ref"]),
               "lag": str(hyperparams.get("lag", "constant")), "group_size": float(hyperparams.get("group_size", 1.0)),
               "k_instant": float(hyperparams.get("k_instant", 0.0))}
         mechanistic_oscillator(jnp.asarray(1e-3), hp["eta"], hp["mu"], hp["k_ref"], hp["lag"], hp["k_instant"])  # validates
         if not hp["group_size"] > 0:
-            raise ValueError(f"group_size must be > 0, got {hp['group_size']!r}")
+            raise InvalidValueError(f"group_size must be > 0, got {hp['group_size']!r}")
         a_loc = float(np.log(5.0 * (1.0 - hp["mu"]) / curve.span))
         a_init = _mechanistic_a_init(curve, hp)
 
@@ -275,7 +276,7 @@ def _band_grid(curve, forecast_to, band_points, band_steps):
     if band_steps is not None:
         g = np.asarray(band_steps, dtype=float)
         if g.ndim != 1 or g.size == 0 or not np.all(np.isfinite(g)) or np.any(np.diff(g) <= 0) or g[0] < curve.t0:
-            raise ValueError(f"band_steps must be finite, strictly increasing and >= the first step {curve.t0:g}")
+            raise InvalidValueError(f"band_steps must be finite, strictly increasing and >= the first step {curve.t0:g}")
         return g
     end = max(float(curve.steps[-1]), float(forecast_to) if forecast_to is not None else -np.inf)
     return np.linspace(curve.t0, end, int(band_points))

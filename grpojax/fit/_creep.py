@@ -75,6 +75,7 @@ from numpyro.infer.util import potential_energy
 from arviz import psislw
 from scipy.special import logsumexp
 
+from grpojax._errors import InvalidValueError
 from grpojax.fit._data import check_steps
 
 MIN_CREEP_POINTS = 8
@@ -435,27 +436,27 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
     """
     curves = list(curves)
     if not curves:
-        raise ValueError("curves must hold at least one (steps, values) pair, got none")
+        raise InvalidValueError("curves must hold at least one (steps, values) pair, got none")
     for name, v in (("num_draws", num_draws), ("num_proposals", num_proposals), ("opt_steps", opt_steps),
                     ("batch_size", batch_size)):
         if int(v) != v or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+            raise InvalidValueError(f"{name} must be a positive integer, got {v!r}")
     N = len(curves)
     prepared = []
     for i, (s, y) in enumerate(curves):
         s = check_steps(s, f"steps of curve {i}")
         y = np.asarray(y, float)
         if y.shape != s.shape:
-            raise ValueError(f"values of curve {i} must have the same shape as its steps, got {y.shape} and {s.shape}")
+            raise InvalidValueError(f"values of curve {i} must have the same shape as its steps, got {y.shape} and {s.shape}")
         if np.any(np.isinf(y)):
-            raise ValueError(f"rewards of curve {i} must be finite or NaN (missing), got inf")
+            raise InvalidValueError(f"rewards of curve {i} must be finite or NaN (missing), got inf")
         keep = np.isfinite(y)
         s, y = s[keep], y[keep]
         if s.size < MIN_CREEP_POINTS:
-            raise ValueError(f"curve {i} has {s.size} finite points; the creep model needs at least {MIN_CREEP_POINTS}")
+            raise InvalidValueError(f"curve {i} has {s.size} finite points; the creep model needs at least {MIN_CREEP_POINTS}")
         sc = float(np.std(y))
         if not sc > 1e-12 * max(1.0, float(np.max(np.abs(y)))):
-            raise ValueError(f"curve {i} is constant (every reward = {y[0]!r}): there is nothing to fit")
+            raise InvalidValueError(f"curve {i} is constant (every reward = {y[0]!r}): there is nothing to fit")
         prepared.append((s, y, float(s[0]), float(s[-1] - s[0]), float(np.mean(y)), sc))
     t0 = np.array([p[2] for p in prepared])
     span = np.array([p[3] for p in prepared])

@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from grpojax._errors import InvalidValueError
+
 MIN_POINTS = 8
 """Fewest finite observations a curve may have (three_phase has 4 parameters + noise)."""
 
@@ -59,12 +61,12 @@ def check_steps(steps, name: str = "steps") -> np.ndarray:
     """Finite, 1-d, strictly increasing steps as float64, else ``ValueError``."""
     s = np.asarray(steps, dtype=float)
     if s.ndim != 1:
-        raise ValueError(f"{name} must be a 1-d array, got shape {s.shape}")
+        raise InvalidValueError(f"{name} must be a 1-d array, got shape {s.shape}")
     if not np.all(np.isfinite(s)):
-        raise ValueError(f"{name} must be finite, got {name}[{int(np.argmin(np.isfinite(s)))}]={s[~np.isfinite(s)][0]!r}")
+        raise InvalidValueError(f"{name} must be finite, got {name}[{int(np.argmin(np.isfinite(s)))}]={s[~np.isfinite(s)][0]!r}")
     if s.size > 1 and not np.all(np.diff(s) > 0):
         i = int(np.argmin(np.diff(s) > 0))
-        raise ValueError(f"{name} must be strictly increasing, got {name}[{i}]={s[i]!r} >= {name}[{i + 1}]={s[i + 1]!r}")
+        raise InvalidValueError(f"{name} must be strictly increasing, got {name}[{i}]={s[i]!r} >= {name}[{i + 1}]={s[i + 1]!r}")
     return s
 
 
@@ -79,9 +81,9 @@ def check_bounds(bounds) -> tuple[float, float]:
     try:
         lo, hi = (float(b) for b in bounds)
     except (TypeError, ValueError):
-        raise ValueError(f"bounds must be a pair (lo, hi) of numbers or None, got {bounds!r}") from None
+        raise InvalidValueError(f"bounds must be a pair (lo, hi) of numbers or None, got {bounds!r}") from None
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-        raise ValueError(f"bounds must be two finite numbers lo < hi, got {bounds!r}")
+        raise InvalidValueError(f"bounds must be two finite numbers lo < hi, got {bounds!r}")
     return lo, hi
 
 
@@ -105,24 +107,24 @@ def check_curve(steps, values, *, allow_missing: bool = False, min_points: int =
     s = check_steps(steps)
     y = np.asarray(values, dtype=float)
     if y.shape != s.shape:
-        raise ValueError(f"values must have the same shape as steps, got {y.shape} and {s.shape}")
+        raise InvalidValueError(f"values must have the same shape as steps, got {y.shape} and {s.shape}")
     if np.any(np.isinf(y)):
         i = int(np.argmax(np.isinf(y)))
-        raise ValueError(f"rewards must be finite, got values[{i}]={y[i]!r} at step {s[i]:g}")
+        raise InvalidValueError(f"rewards must be finite, got values[{i}]={y[i]!r} at step {s[i]:g}")
     mask = np.isfinite(y)
     if not allow_missing and not np.all(mask):
         i = int(np.argmin(mask))
-        raise ValueError(
+        raise InvalidValueError(
             f"rewards must be finite, got values[{i}]=nan at step {s[i]:g} (drop missing steps, or use "
             "a model that accepts NaN as missing)"
         )
     n = int(mask.sum())
     if n < min_points:
-        raise ValueError(f"a curve needs at least {min_points} finite points to fit, got {n}")
+        raise InvalidValueError(f"a curve needs at least {min_points} finite points to fit, got {n}")
     obs = y[mask]
     scale = float(np.std(obs))
     if not scale > 0 or scale < 1e-12 * max(1.0, float(np.max(np.abs(obs)))):
-        raise ValueError(f"the curve is constant (every reward = {obs[0]!r}): there is nothing to fit")
+        raise InvalidValueError(f"the curve is constant (every reward = {obs[0]!r}): there is nothing to fit")
     t0 = float(s[0])
     span = float(s[-1] - s[0])
     center = float(np.mean(obs))

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from grpojax._errors import InvalidValueError
 from grpojax.dynamics import LAWS
 from grpojax.fit._bayes import fit_bayes
 from grpojax.fit._data import MIN_POINTS, check_curve
@@ -53,16 +54,16 @@ class Forecast(NamedTuple):
 def split_prefix(steps, values, fraction: float):
     """Split a validated curve into (prefix, rest) at ``t₀ + f·span``; ``ValueError`` if either is too small."""
     if not 0.0 < float(fraction) < 1.0:
-        raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
+        raise InvalidValueError(f"fraction must be in (0, 1), got {fraction!r}")
     c = check_curve(steps, values, allow_missing=True)
     cut = c.t0 + fraction * c.span
     train = c.steps <= cut
     n_train = int((train & c.mask).sum())
     n_test = int((~train & c.mask).sum())
     if n_train < MIN_POINTS:
-        raise ValueError(f"the prefix f={fraction:g} has {n_train} observations; at least {MIN_POINTS} are needed")
+        raise InvalidValueError(f"the prefix f={fraction:g} has {n_train} observations; at least {MIN_POINTS} are needed")
     if n_test < 1:
-        raise ValueError(f"nothing left to forecast after the prefix f={fraction:g}")
+        raise InvalidValueError(f"nothing left to forecast after the prefix f={fraction:g}")
     return (c.steps[train], c.y[train]), (c.steps[~train & c.mask], c.y[~train & c.mask])
 
 

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from grpojax._errors import InvalidValueError
 from grpojax._checks import check
 from grpojax._dtypes import float_dtype
 from grpojax.dynamics import OscillatorParams, drift_matrix, expm2
@@ -113,7 +114,7 @@ def step_intervals(steps, t_start=None):
     t_start = s[0] if t_start is None else float(t_start)
     dts = np.diff(s, prepend=t_start)
     if np.any(dts < 0):
-        raise ValueError(f"steps must be increasing and >= t_start={t_start}")
+        raise InvalidValueError(f"steps must be increasing and >= t_start={t_start}")
     uniq, index = np.unique(dts, return_inverse=True)
     return uniq, index
 
@@ -190,7 +191,7 @@ def oscillator_transitions(params: OscillatorParams, unique_dts, index, *, group
         q = jnp.asarray(params.D) / (jnp.asarray(group_size) * M**2)
         A_u, Q_u = quadrature_transition(M, jnp.asarray(params.C), jnp.asarray(params.K_eff), q, unique_dts)
     else:
-        raise ValueError(f"method must be 'quadrature' or 'van_loan', got {method!r}")
+        raise InvalidValueError(f"method must be 'quadrature' or 'van_loan', got {method!r}")
     return A_u[index], Q_u[index]
 
 

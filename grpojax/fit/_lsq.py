@@ -42,6 +42,7 @@ import numpy as np
 import lineax as lx
 import optimistix as optx
 
+from grpojax._errors import InvalidValueError
 from grpojax._chunks import padded_chunks
 from grpojax.dynamics import LAWS, get_law
 from grpojax.fit._data import MIN_POINTS, check_bounds, check_curve, check_steps, noise_variance
@@ -386,7 +387,7 @@ def fit_laws_batched(
     cls = get_law(law)
     Y = np.asarray(Y, dtype=float)
     if Y.ndim != 2:
-        raise ValueError(f"Y must have shape (N, T), got {Y.shape}")
+        raise InvalidValueError(f"Y must have shape (N, T), got {Y.shape}")
     N, T = Y.shape
     S = np.asarray(steps, dtype=float)
     if S.ndim == 1:
@@ -395,14 +396,14 @@ def fit_laws_batched(
         for i in range(N):
             check_steps(S[i], f"steps[{i}]")
     else:
-        raise ValueError(f"steps must have shape (T,) = ({T},) or (N, T) = {Y.shape}, got {S.shape}")
+        raise InvalidValueError(f"steps must have shape (T,) = ({T},) or (N, T) = {Y.shape}, got {S.shape}")
     if S.shape[-1] != T:
-        raise ValueError(f"steps must have length T={T}, got {S.shape[-1]}")
+        raise InvalidValueError(f"steps must have length T={T}, got {S.shape[-1]}")
     if np.any(np.isinf(Y)):
         i, j = np.argwhere(np.isinf(Y))[0]
-        raise ValueError(f"rewards must be finite or NaN (missing), got Y[{i}, {j}]={Y[i, j]!r}")
+        raise InvalidValueError(f"rewards must be finite or NaN (missing), got Y[{i}, {j}]={Y[i, j]!r}")
     if smooth is not None and (int(smooth) != smooth or smooth < 1):
-        raise ValueError(f"smooth must be a positive integer window or None, got {smooth!r}")
+        raise InvalidValueError(f"smooth must be a positive integer window or None, got {smooth!r}")
     if bounds is not None:
         bounds = check_bounds(bounds)
     mask = np.isfinite(Y)

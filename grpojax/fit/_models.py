@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
+from grpojax._errors import InvalidValueError
 from grpojax.dynamics import OscillatorParams, ThreePhase, from_hyperparams
 from grpojax.fit._kalman import kalman_loglik, oscillator_transitions
 
@@ -71,7 +72,7 @@ def prior_sites(model: str, *, a_loc: float = 0.0) -> dict:
             "s_proc": dist.HalfNormal(PROC_SCALE),
             **common,
         }
-    raise ValueError(f"unknown model {model!r}; expected one of {MODELS}")
+    raise InvalidValueError(f"unknown model {model!r}; expected one of {MODELS}")
 
 
 def three_phase_model(t, y, mask):

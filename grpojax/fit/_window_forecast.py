@@ -44,6 +44,7 @@ import jax
 import numpy as np
 from scipy import stats
 
+from grpojax._errors import InvalidValueError
 from grpojax.fit._creep import MIN_CREEP_POINTS, fit_creep_batched
 from grpojax.fit._creep import VARIANTS as CREEP_VARIANTS
 from grpojax.fit._data import check_bounds
@@ -149,11 +150,11 @@ def _series(run_or_curve, metric):
         try:
             s, y = run_or_curve
         except (TypeError, ValueError):
-            raise ValueError(f"run_or_curve must be a RunLog or a (steps, values) pair, got {type(run_or_curve).__name__}")
+            raise InvalidValueError(f"run_or_curve must be a RunLog or a (steps, values) pair, got {type(run_or_curve).__name__}")
     s = np.asarray(s, float)
     y = np.asarray(y, float)
     if s.ndim != 1 or s.shape != y.shape:
-        raise ValueError(f"steps and values must be 1-d arrays of one shape, got {s.shape} and {y.shape}")
+        raise InvalidValueError(f"steps and values must be 1-d arrays of one shape, got {s.shape} and {y.shape}")
     keep = np.isfinite(y) & np.isfinite(s)
     return s[keep], y[keep]
 
@@ -161,24 +162,24 @@ def _series(run_or_curve, metric):
 def _split(s, y, prefix, window, end_step):
     """Prefix arrays, target window (first, last), the window's logged values (maybe empty), and n_window."""
     if not 0.0 < float(prefix) < 1.0:
-        raise ValueError(f"prefix must be in (0, 1), got {prefix!r}")
+        raise InvalidValueError(f"prefix must be in (0, 1), got {prefix!r}")
     if not 0.0 < float(window) < 1.0 - float(prefix) + 1e-12:
-        raise ValueError(f"window must be in (0, 1 - prefix], got {window!r} with prefix={prefix!r}")
+        raise InvalidValueError(f"window must be in (0, 1 - prefix], got {window!r} with prefix={prefix!r}")
     if s.size and np.any(np.diff(s) <= 0):
-        raise ValueError("steps must be strictly increasing")
+        raise InvalidValueError("steps must be strictly increasing")
     if s.size < 2:
-        raise ValueError(f"a curve needs at least {MIN_CREEP_POINTS} finite points, got {s.size}")
+        raise InvalidValueError(f"a curve needs at least {MIN_CREEP_POINTS} finite points, got {s.size}")
     t0 = float(s[0])
     end = float(s[-1]) if end_step is None else float(end_step)
     if not end > t0:
-        raise ValueError(f"end_step must be after the first step {t0:g}, got {end_step!r}")
+        raise InvalidValueError(f"end_step must be after the first step {t0:g}, got {end_step!r}")
     span = end - t0
     cut = t0 + prefix * span
     w0 = end - window * span
     pre = s <= cut
     n_pre = int(pre.sum())
     if n_pre < MIN_CREEP_POINTS:
-        raise ValueError(f"the prefix {prefix:g} holds {n_pre} finite points; at least {MIN_CREEP_POINTS} are needed")
+        raise InvalidValueError(f"the prefix {prefix:g} holds {n_pre} finite points; at least {MIN_CREEP_POINTS} are needed")
     in_w = (s > w0) & (s <= end)
     if in_w.any():
         n_w = int(in_w.sum())
@@ -329,14 +330,14 @@ def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float
         One :class:`WindowForecast` per curve, in order.
     """
     if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        raise InvalidValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if not 0.0 < float(level) < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+        raise InvalidValueError(f"level must be in (0, 1), got {level!r}")
     lo_b, hi_b = check_bounds(bounds)
     curves = list(curves)
     end_steps = [None] * len(curves) if end_steps is None else list(end_steps)
     if len(end_steps) != len(curves):
-        raise ValueError(f"end_steps must have one entry per curve ({len(curves)}), got {len(end_steps)}")
+        raise InvalidValueError(f"end_steps must have one entry per curve ({len(curves)}), got {len(end_steps)}")
     key = jax.random.PRNGKey(0) if key is None else key
     parts = []
     for c, e in zip(curves, end_steps):

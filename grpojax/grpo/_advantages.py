@@ -14,6 +14,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import Array
 
+from grpojax._errors import InvalidValueError
+
 __all__ = ["ADVANTAGE_MODES", "group_advantages"]
 
 ADVANTAGE_MODES = ("grpo", "dr_grpo", "rloo")
@@ -34,10 +36,10 @@ def group_advantages(rewards: Array, mode: str = "grpo", *, eps: float = 1e-4) -
       ValueError: for an unknown mode, a non-2-D input, or ``G < 2`` in ``rloo`` mode.
     """
     if mode not in ADVANTAGE_MODES:
-        raise ValueError(f"advantage mode {mode!r}; expected one of {ADVANTAGE_MODES}")
+        raise InvalidValueError(f"advantage mode {mode!r}; expected one of {ADVANTAGE_MODES}")
     r = jnp.asarray(rewards)
     if r.ndim != 2:
-        raise ValueError(f"rewards must be (B, G); got shape {r.shape}")
+        raise InvalidValueError(f"rewards must be (B, G); got shape {r.shape}")
     if not jnp.issubdtype(r.dtype, jnp.floating):
         r = r.astype(jnp.float32)
     g = r.shape[1]
@@ -50,5 +52,5 @@ def group_advantages(rewards: Array, mode: str = "grpo", *, eps: float = 1e-4) -
     if mode == "dr_grpo":
         return centred
     if g < 2:
-        raise ValueError(f"rloo needs a group size G >= 2; got G={g}")
+        raise InvalidValueError(f"rloo needs a group size G >= 2; got G={g}")
     return centred * (g / (g - 1))

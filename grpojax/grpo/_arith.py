@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from grpojax._errors import InvalidValueError
 from grpojax.grpo._data import Problem
 
 __all__ = ["ARITH_DIFFICULTY", "arith_problems"]
@@ -70,9 +71,9 @@ def arith_problems(n: int, *, difficulty: int = 2, seed: int = 0) -> list[Proble
       ValueError: for an unknown difficulty or ``n < 1``.
     """
     if difficulty not in ARITH_DIFFICULTY:
-        raise ValueError(f"arith_problems: difficulty={difficulty!r}; expected one of {sorted(ARITH_DIFFICULTY)}")
+        raise InvalidValueError(f"arith_problems: difficulty={difficulty!r}; expected one of {sorted(ARITH_DIFFICULTY)}")
     if n < 1:
-        raise ValueError(f"arith_problems: n={n}; expected n >= 1")
+        raise InvalidValueError(f"arith_problems: n={n}; expected n >= 1")
     n_steps, max_value = ARITH_DIFFICULTY[difficulty]
     rng = np.random.default_rng([int(seed), int(difficulty), 0xA817])
     return [_one(rng, n_steps, max_value, difficulty >= 4) for _ in range(n)]

@@ -35,6 +35,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from grpojax._errors import DataError, InvalidValueError
 from grpojax._distributed import barrier, is_primary, to_host
 from grpojax._io import write_json
 
@@ -44,7 +45,7 @@ CHECKSUM_FILE = "checksums.json"
 _NONFINITE = "nonfinite"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(DataError):
     """No checkpoint of a run can be restored (all corrupt), or one does not match the run's state."""
 
 
@@ -83,7 +84,7 @@ class CheckpointStore:
 
     def __init__(self, directory: str | pathlib.Path, *, keep: int | None = 2):
         if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-            raise ValueError(f"checkpoint keep={keep!r}; expected an integer >= 1 (or None to keep all)")
+            raise InvalidValueError(f"checkpoint keep={keep!r}; expected an integer >= 1 (or None to keep all)")
         self.keep = keep
         self.directory = pathlib.Path(directory).absolute()
         self.directory.mkdir(parents=True, exist_ok=True)

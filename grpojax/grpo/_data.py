@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from grpojax._errors import InvalidValueError
 from grpojax.grpo._rewards import reference_answer
 
 __all__ = ["Problem", "chat_messages", "chat_prompt_ids", "format_prompt", "load_jsonl", "sample_batch", "split_heldout"]
@@ -47,7 +48,7 @@ def _record_to_problem(rec: dict, where: str) -> Problem:
         return Problem(str(rec["problem"]), ans, sol)
     if "prompt" in rec and "answer" in rec:
         return Problem(str(rec["prompt"]), reference_answer(str(rec["answer"])), "")
-    raise ValueError(
+    raise InvalidValueError(
         f"{where}: record has keys {sorted(rec)}; expected GSM8K (question, answer), "
         "MATH (problem, solution[, answer]) or (prompt, answer)"
     )
@@ -72,21 +73,21 @@ def load_jsonl(path: str | pathlib.Path, *, limit: int | None = None) -> list[Pr
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+                raise InvalidValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
             if not isinstance(rec, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+                raise InvalidValueError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
             out.append(_record_to_problem(rec, f"{path}:{lineno}"))
             if limit is not None and len(out) >= limit:
                 break
     if not out:
-        raise ValueError(f"{path}: no problems found")
+        raise InvalidValueError(f"{path}: no problems found")
     return out
 
 
 def split_heldout(problems: Sequence[Problem], frac: float = 0.1) -> tuple[list[Problem], list[Problem]]:
     """Split by a hash of the question (stable across runs, no question in both parts)."""
     if not 0.0 < frac < 1.0:
-        raise ValueError(f"split_heldout: frac={frac}; expected 0 < frac < 1")
+        raise InvalidValueError(f"split_heldout: frac={frac}; expected 0 < frac < 1")
     train, held = [], []
     for p in problems:
         h = zlib.crc32(p.question.encode()) % 10_000
@@ -97,7 +98,7 @@ def split_heldout(problems: Sequence[Problem], frac: float = 0.1) -> tuple[list[
 def sample_batch(problems: Sequence[Problem], batch: int, *, seed: int, index: int) -> list[Problem]:
     """``batch`` distinct problems drawn as a pure function of ``(seed, index)``."""
     if batch > len(problems):
-        raise ValueError(f"sample_batch: batch={batch} exceeds the dataset size {len(problems)}")
+        raise InvalidValueError(f"sample_batch: batch={batch} exceeds the dataset size {len(problems)}")
     rng = np.random.default_rng([int(seed), int(index), 0x6770])
     idx = rng.choice(len(problems), size=batch, replace=False)
     return [problems[i] for i in idx]
@@ -106,7 +107,7 @@ def sample_batch(problems: Sequence[Problem], batch: int, *, seed: int, index: i
 def format_prompt(question: str, template: str = "{question}\n") -> str:
     """The model's prompt text for a question (``template`` has one ``{question}`` field)."""
     if "{question}" not in template:
-        raise ValueError(f"prompt template {template!r} has no {{question}} field")
+        raise InvalidValueError(f"prompt template {template!r} has no {{question}} field")
     return template.format(question=question)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from grpojax._errors import InvalidValueError
 from grpojax._distributed import broadcast_ints, is_primary
 
 __all__ = ["StepHook", "check_hooks", "hook_stop", "run_hooks"]
@@ -15,11 +16,11 @@ StepHook = Callable[[int, dict], "str | None"]
 def check_hooks(hooks) -> tuple:
     """``hooks`` as a tuple of callables; a single callable, a string or a non-callable entry is refused."""
     if callable(hooks) or isinstance(hooks, (str, bytes)):
-        raise ValueError(f"hooks={hooks!r}; expected a sequence of callables hook(step, metrics)")
+        raise InvalidValueError(f"hooks={hooks!r}; expected a sequence of callables hook(step, metrics)")
     hooks = tuple(hooks)
     bad = [h for h in hooks if not callable(h)]
     if bad:
-        raise ValueError(f"hooks holds {bad[0]!r}, which is not callable; expected callables hook(step, metrics)")
+        raise InvalidValueError(f"hooks holds {bad[0]!r}, which is not callable; expected callables hook(step, metrics)")
     return hooks
 
 
@@ -40,7 +41,7 @@ def run_hooks(hooks: tuple, step: int, rec: dict) -> str | None:
         if r is None:
             continue
         if not isinstance(r, str) or not r.strip():
-            raise ValueError(f"hook {hook!r} returned {r!r} at step {step}; expected a non-empty stop reason "
+            raise InvalidValueError(f"hook {hook!r} returned {r!r} at step {step}; expected a non-empty stop reason "
                              f"(str) or None")
         if reason is None:
             reason = r.strip()

@@ -31,6 +31,8 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from grpojax._errors import InvalidValueError
+
 __all__ = [
     "AGGREGATIONS",
     "LossTerms",
@@ -112,7 +114,7 @@ def aggregate(values: Array, mask: Array, mode: str) -> Array:
     Sums run in the values' dtype, at least float32 (a float64 input gives a float64 result).
     """
     if mode not in AGGREGATIONS:
-        raise ValueError(f"loss aggregation {mode!r}; expected one of {AGGREGATIONS}")
+        raise InvalidValueError(f"loss aggregation {mode!r}; expected one of {AGGREGATIONS}")
     acc = _accumulation_dtype(values)
     m = mask.astype(acc)
     v = jnp.where(mask, values.astype(acc), jnp.zeros((), acc))
@@ -171,7 +173,7 @@ def grpo_loss(
             per_token = per_token + beta * kl_t
     else:
         if beta != 0.0:
-            raise ValueError(f"beta={beta} needs reference log-probs; got ref_logp=None")
+            raise InvalidValueError(f"beta={beta} needs reference log-probs; got ref_logp=None")
         kl_t = jnp.zeros_like(logp)
     loss = aggregate(per_token, mask, aggregation)
     m = mask.astype(_accumulation_dtype(logp))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import optax
 
+from grpojax._errors import InvalidValueError
+
 __all__ = ["build_optimizer", "build_schedule"]
 
 
@@ -23,7 +25,7 @@ def build_schedule(lr: float, steps: int, *, schedule: str = "constant", warmup_
     elif schedule == "linear":
         main = optax.linear_schedule(lr, 0.0, decay)
     else:
-        raise ValueError(f"schedule {schedule!r}; expected constant|cosine|linear")
+        raise InvalidValueError(f"schedule {schedule!r}; expected constant|cosine|linear")
     if warmup_steps > 0:
         return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup_steps), main], [warmup_steps])
     return main
@@ -39,6 +41,6 @@ def build_optimizer(cfg, steps: int) -> tuple[optax.GradientTransformation, opta
     elif cfg.name == "adamw":
         core = optax.adamw(sched, b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay)
     else:
-        raise ValueError(f"optimizer {cfg.name!r}; expected adamw|sgd")
+        raise InvalidValueError(f"optimizer {cfg.name!r}; expected adamw|sgd")
     tx = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), core) if cfg.grad_clip > 0 else core
     return tx, sched

@@ -36,6 +36,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from grpojax._errors import InvalidValueError
+
 __all__ = [
     "ANSWER_FORMATS",
     "ParseOptions",
@@ -85,13 +87,13 @@ class ParseOptions:
         formats = (self.formats,) if isinstance(self.formats, str) else tuple(self.formats)
         unknown = [f for f in formats if f not in ANSWER_FORMATS]
         if unknown:
-            raise ValueError(f"unknown answer format(s) {unknown}; expected some of {list(ANSWER_FORMATS)}")
+            raise InvalidValueError(f"unknown answer format(s) {unknown}; expected some of {list(ANSWER_FORMATS)}")
         if len(set(formats)) != len(formats):
-            raise ValueError(f"answer formats {list(formats)} repeat a format; expected each at most once")
+            raise InvalidValueError(f"answer formats {list(formats)} repeat a format; expected each at most once")
         if not formats:
-            raise ValueError("answer formats are empty; expected at least one of " + ", ".join(ANSWER_FORMATS))
+            raise InvalidValueError("answer formats are empty; expected at least one of " + ", ".join(ANSWER_FORMATS))
         if not isinstance(self.fallback_last_number, bool):
-            raise ValueError(f"fallback_last_number={self.fallback_last_number!r}; expected true or false")
+            raise InvalidValueError(f"fallback_last_number={self.fallback_last_number!r}; expected true or false")
         object.__setattr__(self, "formats", formats)
 
     @property
@@ -117,7 +119,7 @@ class ParseOptions:
         data = dict(data or {})
         unknown = sorted(set(data) - {"formats", "fallback_last_number"})
         if unknown:
-            raise ValueError(f"unknown answer parsing option(s) {unknown}; expected formats, fallback_last_number")
+            raise InvalidValueError(f"unknown answer parsing option(s) {unknown}; expected formats, fallback_last_number")
         return cls(**data)
 
 
@@ -302,7 +304,7 @@ def correctness_reward(
       ``(n,)`` float32 rewards in {0, 1}.
     """
     if len(completions) != len(answers):
-        raise ValueError(
+        raise InvalidValueError(
             f"correctness_reward: got {len(completions)} completions but {len(answers)} answers; "
             "expected one answer per completion"
         )
@@ -334,9 +336,9 @@ def combine_rewards(fns: Sequence[RewardFn], weights: Sequence[float] | None = N
     fns = list(fns)
     w = [1.0] * len(fns) if weights is None else [float(x) for x in weights]
     if len(w) != len(fns) or not fns:
-        raise ValueError(f"combine_rewards: {len(fns)} functions but {len(w)} weights; expected equal, >= 1")
+        raise InvalidValueError(f"combine_rewards: {len(fns)} functions but {len(w)} weights; expected equal, >= 1")
     if not all(np.isfinite(w)):
-        raise ValueError(f"combine_rewards: weights must be finite, got {w}")
+        raise InvalidValueError(f"combine_rewards: weights must be finite, got {w}")
 
     def combined(completions: Sequence[str], answers: Sequence[str]) -> np.ndarray:
         total = np.zeros(len(completions), np.float32)
@@ -390,7 +392,7 @@ def score_completions(
     """
     unknown = sorted(set(weights) - set(REWARD_FUNCTIONS))
     if unknown:
-        raise ValueError(f"unknown reward function(s) {unknown}; expected some of {sorted(REWARD_FUNCTIONS)}")
+        raise InvalidValueError(f"unknown reward function(s) {unknown}; expected some of {sorted(REWARD_FUNCTIONS)}")
 
     def fn(name):
         f = REWARD_FUNCTIONS[name]

@@ -23,6 +23,8 @@ import shutil
 import stat
 from typing import Any, NamedTuple
 
+from grpojax._errors import UserError
+
 __all__ = ["RUN_DIRS", "RUN_FILES", "RunFolderError", "RunLock", "RunPlan", "check_run_folder", "clear_run",
            "config_diff", "plan_run", "run_markers"]
 
@@ -31,7 +33,7 @@ RUN_DIRS = ("checkpoints", "checkpoints-corrupt", "tensorboard")
 _HISTORY_GLOB = "config.before-step-*.yaml"
 
 
-class RunFolderError(ValueError):
+class RunFolderError(UserError, ValueError):
     """The run folder cannot be used as asked: not a folder, in use by another process, or holding
     another run (the message says what to do)."""
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from grpojax._errors import ConfigError
+
 __all__ = [
     "CONFIG_DIR",
     "TrainConfig",
@@ -109,19 +111,19 @@ class RewardSection:
         fields = ("formats", "fallback_last_number")
         unknown = sorted(str(k) for k in self.parse if k not in fields)
         if unknown:
-            raise ValueError(f"rewards.parse: unknown key(s) {unknown}; expected some of {list(fields)}")
+            raise ConfigError(f"rewards.parse: unknown key(s) {unknown}; expected some of {list(fields)}")
         kw = dict(self.parse)
         if "formats" in kw:
             f = kw["formats"]
             if isinstance(f, str):
                 f = [f]
             if not isinstance(f, (list, tuple)) or not all(isinstance(x, str) for x in f):
-                raise ValueError(f"rewards.parse.formats={kw['formats']!r}; expected a list of answer format names")
+                raise ConfigError(f"rewards.parse.formats={kw['formats']!r}; expected a list of answer format names")
             kw["formats"] = tuple(f)
         try:
             return ParseOptions(**kw)
         except ValueError as exc:
-            raise ValueError(f"rewards.parse: {exc}") from None
+            raise ConfigError(f"rewards.parse: {exc}") from None
 
 
 @dataclass
@@ -274,39 +276,39 @@ class TrainConfig:
         ]
         for ok, msg in checks:
             if not ok:
-                raise ValueError(msg)
+                raise ConfigError(msg)
         if m.pretrained is None:
             sizes = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                      "num_key_value_heads", "max_position_embeddings")
             for name in sizes:
                 if getattr(m, name) < 1:
-                    raise ValueError(f"model.{name}={getattr(m, name)}; expected >= 1")
+                    raise ConfigError(f"model.{name}={getattr(m, name)}; expected >= 1")
             if m.hidden_size % m.num_attention_heads:
-                raise ValueError(f"model.hidden_size={m.hidden_size} is not divisible by "
+                raise ConfigError(f"model.hidden_size={m.hidden_size} is not divisible by "
                                  f"model.num_attention_heads={m.num_attention_heads}")
             if m.num_attention_heads % m.num_key_value_heads:
-                raise ValueError(f"model.num_attention_heads={m.num_attention_heads} is not divisible by "
+                raise ConfigError(f"model.num_attention_heads={m.num_attention_heads} is not divisible by "
                                  f"model.num_key_value_heads={m.num_key_value_heads}")
             if (m.hidden_size // m.num_attention_heads) % 2:
-                raise ValueError(f"model.hidden_size / model.num_attention_heads = "
+                raise ConfigError(f"model.hidden_size / model.num_attention_heads = "
                                  f"{m.hidden_size // m.num_attention_heads}; expected an even head size (rotary)")
             if not m.rope_theta > 0:
-                raise ValueError(f"model.rope_theta={m.rope_theta}; expected > 0")
+                raise ConfigError(f"model.rope_theta={m.rope_theta}; expected > 0")
             if d.max_prompt_len + s.max_new_tokens > m.max_position_embeddings:
-                raise ValueError(
+                raise ConfigError(
                     f"data.max_prompt_len + sampling.max_new_tokens = {d.max_prompt_len + s.max_new_tokens} "
                     f"exceeds the context model.max_position_embeddings={m.max_position_embeddings}"
                 )
         if not self.rewards.weights:
-            raise ValueError("rewards.weights is empty; expected at least one reward, e.g. {correctness: 1.0}")
+            raise ConfigError("rewards.weights is empty; expected at least one reward, e.g. {correctness: 1.0}")
         for k, v in self.rewards.weights.items():
             if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"rewards.weights.{k}={v!r}; expected a finite number")
+                raise ConfigError(f"rewards.weights.{k}={v!r}; expected a finite number")
         self.rewards.parse_options()
         for name in ("eos", "pad"):
             v = getattr(m, name)
             if isinstance(v, int) and v < 0 or isinstance(v, str) and not v:
-                raise ValueError(f"model.{name}={v!r}; expected a token string or a non-negative id")
+                raise ConfigError(f"model.{name}={v!r}; expected a token string or a non-negative id")
         return self
 
 
@@ -331,26 +333,26 @@ def _coerce(f: dataclasses.Field, v: Any, where: str) -> Any:
     if v is None:
         if optional:
             return None
-        raise ValueError(f"{where} has no value; expected {_EXPECTED.get(base, base)}")
+        raise ConfigError(f"{where} has no value; expected {_EXPECTED.get(base, base)}")
     if base == "bool":
         if isinstance(v, bool):
             return v
-        raise ValueError(f"{where}={v!r}; expected a YAML boolean (true or false, unquoted)")
+        raise ConfigError(f"{where}={v!r}; expected a YAML boolean (true or false, unquoted)")
     if base in ("int", "float"):
         num = v
         if isinstance(v, str):
             try:
                 num = float(v.strip())
             except ValueError:
-                raise ValueError(f"{where}={v!r}; expected {_EXPECTED[base]}") from None
+                raise ConfigError(f"{where}={v!r}; expected {_EXPECTED[base]}") from None
         if isinstance(num, bool) or not isinstance(num, (int, float)):
-            raise ValueError(f"{where}={v!r}; expected {_EXPECTED[base]}")
+            raise ConfigError(f"{where}={v!r}; expected {_EXPECTED[base]}")
         if not math.isfinite(num):
-            raise ValueError(f"{where}={v!r}; expected a finite number")
+            raise ConfigError(f"{where}={v!r}; expected a finite number")
         if base == "float":
             return float(num)
         if isinstance(num, float) and not num.is_integer():
-            raise ValueError(f"{where}={v!r}; expected an integer")
+            raise ConfigError(f"{where}={v!r}; expected an integer")
         return int(num)
     if base == "str":
         if isinstance(v, str):
@@ -358,12 +360,12 @@ def _coerce(f: dataclasses.Field, v: Any, where: str) -> Any:
         if isinstance(v, int) and not isinstance(v, bool) and "int" in str(f.type).split(" | "):
             return v  # ``str | int``: a token string or id
         if "int" in str(f.type).split(" | "):
-            raise ValueError(f"{where}={v!r}; expected a string or an integer")
-        raise ValueError(f"{where}={v!r}; expected a string")
+            raise ConfigError(f"{where}={v!r}; expected a string or an integer")
+        raise ConfigError(f"{where}={v!r}; expected a string")
     if base == "dict":
         if isinstance(v, dict):
             return dict(v)
-        raise ValueError(f"{where}={v!r}; expected a mapping")
+        raise ConfigError(f"{where}={v!r}; expected a mapping")
     return v
 
 
@@ -379,13 +381,13 @@ def _check_types(obj: Any, prefix: str) -> None:
 
 def _from_dict(cls, data: Any, where: str = ""):
     if not isinstance(data, dict):
-        raise ValueError(f"{where or 'config'}: expected a mapping of keys to values, got {type(data).__name__}")
+        raise ConfigError(f"{where or 'config'}: expected a mapping of keys to values, got {type(data).__name__}")
     kwargs: dict[str, Any] = {}
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for k, v in data.items():
         key = f"{where}.{k}" if where else str(k)
         if k not in fields:
-            raise ValueError(f"{where or 'config'}: unknown key {k!r}; expected one of {sorted(fields)}")
+            raise ConfigError(f"{where or 'config'}: unknown key {k!r}; expected one of {sorted(fields)}")
         default = fields[k].default_factory() if fields[k].default_factory is not dataclasses.MISSING else None
         if dataclasses.is_dataclass(default):
             kwargs[k] = _from_dict(type(default), {} if v is None else v, key)
@@ -413,9 +415,9 @@ def _read_yaml(p: pathlib.Path) -> Any:
     try:
         return yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ValueError(f"{p}: {_yaml_error(exc)}") from None
+        raise ConfigError(f"{p}: {_yaml_error(exc)}") from None
     except UnicodeDecodeError:
-        raise ValueError(f"{p}: not a UTF-8 text file; expected a YAML config") from None
+        raise ConfigError(f"{p}: not a UTF-8 text file; expected a YAML config") from None
 
 
 def resolve_config_path(name_or_path: str | pathlib.Path) -> pathlib.Path:
@@ -448,7 +450,7 @@ def load_config(name_or_path: str | pathlib.Path) -> TrainConfig:
     try:
         return _from_dict(TrainConfig, {} if data is None else data).validate()
     except ValueError as exc:
-        raise ValueError(f"{p}: {exc}") from None
+        raise ConfigError(f"{p}: {exc}") from None
 
 
 def read_config_dict(path: str | pathlib.Path) -> dict:
@@ -462,7 +464,7 @@ def read_config_dict(path: str | pathlib.Path) -> dict:
     try:
         return config_to_dict(_from_dict(TrainConfig, {} if data is None else data))
     except ValueError as exc:
-        raise ValueError(f"{p}: {exc}") from None
+        raise ConfigError(f"{p}: {exc}") from None
 
 
 def save_config(cfg: TrainConfig, path: str | pathlib.Path) -> pathlib.Path:
@@ -482,23 +484,23 @@ def apply_overrides(cfg: TrainConfig, overrides: list[str]) -> TrainConfig:
     data = config_to_dict(cfg)
     for item in overrides:
         if "=" not in item:
-            raise ValueError(f"override {item!r}; expected KEY=VALUE such as grpo.k_ref=2")
+            raise ConfigError(f"override {item!r}; expected KEY=VALUE such as grpo.k_ref=2")
         key, val = item.split("=", 1)
         key = key.strip()
         parts = key.split(".")
         if not key or not all(parts):
-            raise ValueError(f"override {item!r}: empty key; expected KEY=VALUE such as grpo.k_ref=2")
+            raise ConfigError(f"override {item!r}: empty key; expected KEY=VALUE such as grpo.k_ref=2")
         if not val.strip():
-            raise ValueError(f"override {item!r}: {key} has no value; expected {key}=VALUE")
+            raise ConfigError(f"override {item!r}: {key} has no value; expected {key}=VALUE")
         node = data
         for p in parts[:-1]:
             if not isinstance(node.get(p), dict):
-                raise ValueError(f"override {item!r}: {p!r} is not a config section")
+                raise ConfigError(f"override {item!r}: {p!r} is not a config section")
             node = node[p]
         if parts[-1] not in node:
-            raise ValueError(f"override {item!r}: unknown key {parts[-1]!r}")
+            raise ConfigError(f"override {item!r}: unknown key {parts[-1]!r}")
         try:
             node[parts[-1]] = yaml.safe_load(val)
         except yaml.YAMLError as exc:
-            raise ValueError(f"override {item!r}: the value of {key} is {_yaml_error(exc)}") from None
+            raise ConfigError(f"override {item!r}: the value of {key} is {_yaml_error(exc)}") from None
     return _from_dict(TrainConfig, data).validate()

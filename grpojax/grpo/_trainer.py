@@ -40,6 +40,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from rich.console import Console
 
+from grpojax._errors import GrpojaxError, InvalidValueError
 from grpojax._distributed import broadcast_ints, check_started, is_primary, to_global, to_host
 from grpojax._io import write_json, write_text_atomic
 from grpojax._progress import progress as make_progress
@@ -80,7 +81,7 @@ _COMPILED: dict = {}
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(GrpojaxError, RuntimeError):
     """The loss or gradient became NaN/inf; the run stopped and the last good state was saved."""
 
     def __init__(self, step: int, checkpoint: pathlib.Path):
@@ -112,7 +113,7 @@ def _data_file(path: str) -> pathlib.Path:
 
 def _dtype(name: str):
     if name not in _DTYPES:
-        raise ValueError(f"dtype {name!r}; expected one of {sorted(_DTYPES)}")
+        raise InvalidValueError(f"dtype {name!r}; expected one of {sorted(_DTYPES)}")
     return _DTYPES[name]
 
 
@@ -184,7 +185,7 @@ class GRPOTrainer:
             try:
                 return kind, Tokenizer.from_codec(codec_from_tokenizer(backend, eos=m.eos, pad=m.pad))
             except ValueError as exc:
-                raise ValueError(f"model.eos={m.eos!r} / model.pad={m.pad!r}: {exc}") from None
+                raise InvalidValueError(f"model.eos={m.eos!r} / model.pad={m.pad!r}: {exc}") from None
         path = pathlib.Path(t.path or m.pretrained or "")
         if not (path / "tokenizer.json" if path.is_dir() else path).is_file():
             raise FileNotFoundError(f"tokenizer file {path} does not exist (tokenizer.path / model.pretrained)")
@@ -195,7 +196,7 @@ class GRPOTrainer:
         d = self.cfg.data
         has = self.tokenizer.chat_template is not None
         if d.chat_template and not has:
-            raise ValueError("data.chat_template=true but the tokenizer has no chat template "
+            raise InvalidValueError("data.chat_template=true but the tokenizer has no chat template "
                              "(tokenizer_config.json chat_template / chat_template.jinja); expected false")
         return has if d.chat_template is None else d.chat_template
 
@@ -212,9 +213,9 @@ class GRPOTrainer:
             else:
                 train, held = split_heldout(data, d.heldout_frac)
         if len(train) < self.cfg.grpo.prompts_per_step:
-            raise ValueError(f"training set has {len(train)} problems; need >= grpo.prompts_per_step")
+            raise InvalidValueError(f"training set has {len(train)} problems; need >= grpo.prompts_per_step")
         if self.cfg.eval.n > len(held):
-            raise ValueError(f"eval.n={self.cfg.eval.n} exceeds the {len(held)} held-out problems")
+            raise InvalidValueError(f"eval.n={self.cfg.eval.n} exceeds the {len(held)} held-out problems")
         return train, held
 
     def _build_model(self):
@@ -273,7 +274,7 @@ class GRPOTrainer:
         for i, p in enumerate(problems):
             n = len(self._prompt_ids(p.question))
             if n > limit:
-                raise ValueError(
+                raise InvalidValueError(
                     f"prompt {i} of the {where} has {n} tokens, longer than data.max_prompt_len={limit} "
                     f"(context {self._context()} = prompt {limit} + sampling.max_new_tokens "
                     f"{self.cfg.sampling.max_new_tokens}): {p.question[:60]!r}..."
@@ -592,7 +593,7 @@ class GRPOTrainer:
             elif not plan.fresh:
                 warn(f"{self.out} holds no checkpoint to resume from; starting the run over from step 0")
             if start > cfg.steps:
-                raise ValueError(f"steps={cfg.steps} is below the step {start} of the checkpoint to resume from; "
+                raise InvalidValueError(f"steps={cfg.steps} is below the step {start} of the checkpoint to resume from; "
                                  f"expected steps >= {start}")
             if primary:
                 if plan.changes:

@@ -14,6 +14,8 @@ import jax.numpy as jnp
 
 from ._config import ModelConfig
 
+from grpojax._errors import InvalidValueError
+
 __all__ = ["KVCache", "init_cache"]
 
 
@@ -48,7 +50,7 @@ def init_cache(config: ModelConfig, batch: int, max_len: int, *, dtype=jnp.float
         dtype: storage dtype of keys/values (use the model's compute dtype).
     """
     if batch < 1 or max_len < 1:
-        raise ValueError(f"batch={batch} and max_len={max_len} must be >= 1")
+        raise InvalidValueError(f"batch={batch} and max_len={max_len} must be >= 1")
     shape = (batch, max_len, config.num_key_value_heads, config.head_dim)
     zeros = tuple(jnp.zeros(shape, dtype) for _ in range(config.num_hidden_layers))
     return KVCache(

@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
+from grpojax._errors import InvalidValueError
+
 __all__ = ["TextCodec", "char_tokenizer", "codec_from_tokenizer", "word_tokenizer"]
 
 _SPECIALS = ("<pad>", "<eos>", "<unk>")
@@ -110,6 +112,6 @@ def codec_from_tokenizer(tok: Tokenizer, *, eos: str | int | None = None, pad: s
 
     eos_id = find(eos, ["<eos>", "<|endoftext|>", "</s>", "<|im_end|>", "<|eot_id|>"])
     if eos_id is None:
-        raise ValueError("tokenizer has no end-of-sequence token; pass eos=<token or id>")
+        raise InvalidValueError("tokenizer has no end-of-sequence token; pass eos=<token or id>")
     pad_id = find(pad, ["<pad>", "<|endoftext|>", "<unk>"])
     return TextCodec(tok, int(eos_id), int(eos_id if pad_id is None else pad_id))

@@ -12,6 +12,8 @@ import json
 import pathlib
 from typing import Any, Mapping
 
+from grpojax._errors import InvalidValueError
+
 __all__ = ["ModelConfig", "SUPPORTED_MODEL_TYPES"]
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "llama")
@@ -72,18 +74,18 @@ class ModelConfig:
 
     def __post_init__(self):
         if self.model_type not in SUPPORTED_MODEL_TYPES:
-            raise ValueError(f"model_type={self.model_type!r} is not supported; expected one of {SUPPORTED_MODEL_TYPES}")
+            raise InvalidValueError(f"model_type={self.model_type!r} is not supported; expected one of {SUPPORTED_MODEL_TYPES}")
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(
+            raise InvalidValueError(
                 f"num_attention_heads={self.num_attention_heads} must be a multiple of "
                 f"num_key_value_heads={self.num_key_value_heads}"
             )
         if self.head_dim % 2:
-            raise ValueError(f"head_dim={self.head_dim} must be even for rotary embeddings")
+            raise InvalidValueError(f"head_dim={self.head_dim} must be even for rotary embeddings")
         if self.rope_scaling is not None:
             rtype = self.rope_scaling.get("rope_type", self.rope_scaling.get("type", "default"))
             if rtype not in _SUPPORTED_ROPE_TYPES:
-                raise ValueError(f"rope_scaling type {rtype!r} is not supported; expected one of {_SUPPORTED_ROPE_TYPES}")
+                raise InvalidValueError(f"rope_scaling type {rtype!r} is not supported; expected one of {_SUPPORTED_ROPE_TYPES}")
             # Freeze to a plain dict copy so that later mutation of the caller's dict cannot change us.
             object.__setattr__(self, "rope_scaling", dict(self.rope_scaling))
         object.__setattr__(self, "eos_token_id", _as_eos(self.eos_token_id))
@@ -134,18 +136,18 @@ class ModelConfig:
         cfg = dict(config)
         model_type = cfg.get("model_type")
         if model_type not in SUPPORTED_MODEL_TYPES:
-            raise ValueError(f"model_type={model_type!r} is not supported; expected one of {SUPPORTED_MODEL_TYPES}")
+            raise InvalidValueError(f"model_type={model_type!r} is not supported; expected one of {SUPPORTED_MODEL_TYPES}")
         required = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
         missing = [k for k in required if k not in cfg]
         if missing:
-            raise ValueError(f"config.json lacks required field(s) {missing}")
+            raise InvalidValueError(f"config.json lacks required field(s) {missing}")
         if cfg.get("use_sliding_window"):
-            raise ValueError("use_sliding_window=True (sliding-window attention) is not supported")
+            raise InvalidValueError("use_sliding_window=True (sliding-window attention) is not supported")
         act = cfg.get("hidden_act", "silu")
         if act != "silu":
-            raise ValueError(f"hidden_act={act!r} is not supported; expected 'silu'")
+            raise InvalidValueError(f"hidden_act={act!r} is not supported; expected 'silu'")
         if cfg.get("mlp_bias"):
-            raise ValueError("mlp_bias=True is not supported")
+            raise InvalidValueError("mlp_bias=True is not supported")
         rope_params = dict(cfg.get("rope_parameters") or {})
         rope_theta = float(cfg.get("rope_theta", rope_params.pop("rope_theta", 10000.0)))
         rope_params.pop("rope_theta", None)

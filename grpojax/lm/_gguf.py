@@ -30,6 +30,8 @@ import numpy as np
 
 from ._config import ModelConfig
 
+from grpojax._errors import DataError
+
 __all__ = ["GGUF_PRE_TOKENIZERS", "from_gguf", "gguf_config", "gguf_metadata", "gguf_tensors", "gguf_tokenizer"]
 
 _GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
@@ -80,7 +82,7 @@ def _reader(path: str | pathlib.Path):
     try:
         return gguf.GGUFReader(str(path))
     except (ValueError, OSError) as exc:
-        raise ValueError(f"{path} is not a readable GGUF file ({exc})") from None
+        raise DataError(f"{path} is not a readable GGUF file ({exc})") from None
 
 
 def gguf_metadata(path_or_reader: Any) -> dict[str, Any]:
@@ -93,7 +95,7 @@ def _meta_int(meta: dict, key: str, default: Any = None) -> Any:
     v = meta.get(key, default)
     if isinstance(v, list):
         if len(set(v)) != 1:
-            raise ValueError(f"{key}={v} varies per layer; expected one value for every layer")
+            raise DataError(f"{key}={v} varies per layer; expected one value for every layer")
         v = v[0]
     return v
 
@@ -111,25 +113,25 @@ def gguf_config(meta: dict[str, Any], tensor_names: set[str] | None = None) -> M
     names = set(tensor_names or ())
     arch = meta.get("general.architecture")
     if arch not in _SUPPORTED_ARCHS:
-        raise ValueError(f"general.architecture={arch!r} is not supported; expected one of {_SUPPORTED_ARCHS}")
+        raise DataError(f"general.architecture={arch!r} is not supported; expected one of {_SUPPORTED_ARCHS}")
     if "rope_freqs.weight" in names:
-        raise ValueError("rope_freqs.weight (Llama-3.1 style rope scaling) is not supported")
+        raise DataError("rope_freqs.weight (Llama-3.1 style rope scaling) is not supported")
     required = ("embedding_length", "block_count", "feed_forward_length", "attention.head_count")
     missing = [f"{arch}.{k}" for k in required if f"{arch}.{k}" not in meta]
     if missing:
-        raise ValueError(f"GGUF metadata lacks required key(s) {missing}")
+        raise DataError(f"GGUF metadata lacks required key(s) {missing}")
     hidden = int(meta[f"{arch}.embedding_length"])
     heads = int(_meta_int(meta, f"{arch}.attention.head_count"))
     kv = int(_meta_int(meta, f"{arch}.attention.head_count_kv", heads))
     head_dim = meta.get(f"{arch}.attention.key_length") or meta.get(f"{arch}.rope.dimension_count") or hidden // heads
     vocab = meta.get(f"{arch}.vocab_size") or len(meta.get("tokenizer.ggml.tokens") or ())
     if not vocab:
-        raise ValueError(f"GGUF metadata has neither {arch}.vocab_size nor tokenizer.ggml.tokens")
+        raise DataError(f"GGUF metadata has neither {arch}.vocab_size nor tokenizer.ggml.tokens")
     scaling = None
     stype = meta.get(f"{arch}.rope.scaling.type")
     if stype not in (None, "none"):
         if stype != "linear":
-            raise ValueError(f"{arch}.rope.scaling.type={stype!r} is not supported; expected 'linear' or none")
+            raise DataError(f"{arch}.rope.scaling.type={stype!r} is not supported; expected 'linear' or none")
         scaling = {"rope_type": "linear", "factor": _f32(meta[f"{arch}.rope.scaling.factor"])}
     eos = _eos_ids(meta)
     return ModelConfig(
@@ -200,7 +202,7 @@ def gguf_tensors(reader: Any, config: ModelConfig) -> dict[str, np.ndarray]:
         try:
             arr = np.asarray(dequantize(t.data, t.tensor_type), np.float32).reshape(shape)
         except NotImplementedError:
-            raise ValueError(f"tensor {t.name}: quantisation type {t.tensor_type.name} cannot be dequantised "
+            raise DataError(f"tensor {t.name}: quantisation type {t.tensor_type.name} cannot be dequantised "
                              "by the installed gguf package") from None
         if config.model_type == "llama" and ".self_attn.q_proj." in key:
             arr = _unpermute(arr, config.num_attention_heads)
@@ -208,7 +210,7 @@ def gguf_tensors(reader: Any, config: ModelConfig) -> dict[str, np.ndarray]:
             arr = _unpermute(arr, config.num_key_value_heads)
         out[key] = np.ascontiguousarray(arr)
     if unknown:
-        raise ValueError(f"{len(unknown)} GGUF tensor(s) with no Hugging Face counterpart: {unknown}")
+        raise DataError(f"{len(unknown)} GGUF tensor(s) with no Hugging Face counterpart: {unknown}")
     return out
 
 
@@ -235,15 +237,15 @@ def gguf_tokenizer(meta: dict[str, Any]):
 
     kind = meta.get("tokenizer.ggml.model")
     if kind != "gpt2":
-        raise ValueError(f"tokenizer.ggml.model={kind!r} is not supported; expected 'gpt2' (byte-level BPE)")
+        raise DataError(f"tokenizer.ggml.model={kind!r} is not supported; expected 'gpt2' (byte-level BPE)")
     tokens = list(meta.get("tokenizer.ggml.tokens") or ())
     merges = list(meta.get("tokenizer.ggml.merges") or ())
     if not tokens or not merges:
-        raise ValueError(f"GGUF tokenizer has {len(tokens)} tokens and {len(merges)} merges; expected both")
+        raise DataError(f"GGUF tokenizer has {len(tokens)} tokens and {len(merges)} merges; expected both")
     pre = meta.get("tokenizer.ggml.pre", "default")
     family = GGUF_PRE_TOKENIZERS.get(pre)
     if family is None:
-        raise ValueError(f"tokenizer.ggml.pre={pre!r} is not supported; expected one of {sorted(GGUF_PRE_TOKENIZERS)}")
+        raise DataError(f"tokenizer.ggml.pre={pre!r} is not supported; expected one of {sorted(GGUF_PRE_TOKENIZERS)}")
     types = list(meta.get("tokenizer.ggml.token_type") or [1] * len(tokens))
     alphabet = _bytes_to_unicode()
     letters = set(alphabet.values())
@@ -309,20 +311,20 @@ def from_gguf(path: str | pathlib.Path, out_dir: str | pathlib.Path, *, dtype: s
     from safetensors.numpy import save_file
 
     if dtype not in ("float32", "float16"):
-        raise ValueError(f"dtype={dtype!r}; expected 'float32' or 'float16'")
+        raise DataError(f"dtype={dtype!r}; expected 'float32' or 'float16'")
     reader = _reader(path)
     meta = gguf_metadata(reader)
     config = gguf_config(meta, {t.name for t in reader.tensors})
     tokenizer = gguf_tokenizer(meta)  # before the tensors: a bad tokenizer fails fast
     n_tok = tokenizer.get_vocab_size(with_added_tokens=True)
     if n_tok > config.vocab_size:
-        raise ValueError(f"GGUF tokenizer has {n_tok} tokens but the model's vocab_size={config.vocab_size}; "
+        raise DataError(f"GGUF tokenizer has {n_tok} tokens but the model's vocab_size={config.vocab_size}; "
                          f"expected vocab_size >= {n_tok}")
     tensors = gguf_tensors(reader, config)
     emb = tensors.get("model.embed_tokens.weight")
     if emb is None or emb.shape[0] != config.vocab_size:
         got = None if emb is None else emb.shape
-        raise ValueError(f"token_embd.weight has shape {got}; expected ({config.vocab_size}, {config.hidden_size})")
+        raise DataError(f"token_embd.weight has shape {got}; expected ({config.vocab_size}, {config.hidden_size})")
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     np_dtype = np.dtype(dtype)

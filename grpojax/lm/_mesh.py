@@ -15,6 +15,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from grpojax._errors import InvalidValueError
+
 __all__ = ["make_mesh", "fit_spec", "param_shardings", "shard_model", "MESH_AXES"]
 
 MESH_AXES = ("data", "model")
@@ -31,10 +33,10 @@ def make_mesh(data: int | None = None, model: int = 1, *, devices: Sequence[jax.
     devices = list(jax.devices() if devices is None else devices)
     if data is None:
         if len(devices) % model:
-            raise ValueError(f"model={model} does not divide the {len(devices)} available devices")
+            raise InvalidValueError(f"model={model} does not divide the {len(devices)} available devices")
         data = len(devices) // model
     if data * model > len(devices) or data < 1 or model < 1:
-        raise ValueError(f"mesh data={data} x model={model} needs more than the {len(devices)} available devices")
+        raise InvalidValueError(f"mesh data={data} x model={model} needs more than the {len(devices)} available devices")
     arr = np.asarray(devices[: data * model], dtype=object).reshape(data, model)
     return Mesh(arr, MESH_AXES)
 

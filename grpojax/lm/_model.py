@@ -18,6 +18,8 @@ from ._config import ModelConfig
 from ._layers import MLP, Embed, Linear, RMSNorm
 from ._rope import rope_cos_sin
 
+from grpojax._errors import InvalidValueError
+
 __all__ = ["CausalLM", "DecoderLayer", "init_model", "left_pad_positions"]
 
 
@@ -108,12 +110,12 @@ class CausalLM(nnx.Module):
         """
         tokens = jnp.asarray(tokens)
         if tokens.ndim != 2 or positions.shape != tokens.shape:
-            raise ValueError(f"tokens {tokens.shape} and positions {positions.shape} must both be (B, T)")
+            raise InvalidValueError(f"tokens {tokens.shape} and positions {positions.shape} must both be (B, T)")
         B, T = tokens.shape
         if attention_mask is None:
             attention_mask = jnp.ones((B, T), jnp.bool_)
         elif attention_mask.shape != (B, T):
-            raise ValueError(f"attention_mask has shape {attention_mask.shape}, expected {(B, T)}")
+            raise InvalidValueError(f"attention_mask has shape {attention_mask.shape}, expected {(B, T)}")
         attention_mask = attention_mask.astype(jnp.bool_)
         if cache is None:
             h = self.hidden_states(tokens, positions, attention_mask)
@@ -123,7 +125,7 @@ class CausalLM(nnx.Module):
             cos, sin = rope_cos_sin(self.config, positions.astype(jnp.int32), self.dtype)
             t_idx = jnp.arange(T, dtype=jnp.int32)
             if len(cache.k) != len(self.layers) or cache.mask.shape[0] != B:
-                raise ValueError(
+                raise InvalidValueError(
                     f"cache has {len(cache.k)} layers and batch {cache.mask.shape[0]}; "
                     f"expected {len(self.layers)} and {B}"
                 )

@@ -25,6 +25,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding
 
+from grpojax._errors import InvalidValueError
 from grpojax._distributed import to_host
 
 from ._cache import init_cache
@@ -64,7 +65,7 @@ def bucket_length(length: int, buckets: Sequence[int] | None = None) -> int:
     if buckets:
         fit = [b for b in sorted(buckets) if b >= length]
         if not fit:
-            raise ValueError(f"prompt length {length} exceeds the largest bucket {max(buckets)}")
+            raise InvalidValueError(f"prompt length {length} exceeds the largest bucket {max(buckets)}")
         return int(fit[0])
     if length <= 1024:
         return max(16, 1 << max(0, math.ceil(math.log2(max(length, 1)))))
@@ -254,18 +255,18 @@ def generate(
     prompt_tokens = jnp.asarray(prompt_tokens, jnp.int32)
     prompt_mask = jnp.asarray(prompt_mask, jnp.bool_)
     if prompt_tokens.ndim != 2 or prompt_mask.shape != prompt_tokens.shape:
-        raise ValueError(f"prompt_tokens {prompt_tokens.shape} and prompt_mask {prompt_mask.shape} must be (B, P)")
+        raise InvalidValueError(f"prompt_tokens {prompt_tokens.shape} and prompt_mask {prompt_mask.shape} must be (B, P)")
     if int(max_new_tokens) < 1:
-        raise ValueError(f"max_new_tokens={max_new_tokens}; expected >= 1")
+        raise InvalidValueError(f"max_new_tokens={max_new_tokens}; expected >= 1")
     if not greedy and not float(temperature) > 0:
-        raise ValueError(f"temperature={temperature}; expected > 0 (use greedy=True for arg-max)")
+        raise InvalidValueError(f"temperature={temperature}; expected > 0 (use greedy=True for arg-max)")
     if not 0.0 < float(top_p) <= 1.0:
-        raise ValueError(f"top_p={top_p}; expected 0 < top_p <= 1")
+        raise InvalidValueError(f"top_p={top_p}; expected 0 < top_p <= 1")
     if int(top_k) < 0:
-        raise ValueError(f"top_k={top_k}; expected >= 0")
+        raise InvalidValueError(f"top_k={top_k}; expected >= 0")
     eos_ids = tuple(int(e) for e in (eos_id if isinstance(eos_id, (list, tuple)) else (eos_id,)))
     if not eos_ids:
-        raise ValueError("eos_id is empty")
+        raise InvalidValueError("eos_id is empty")
     pad_id = eos_ids[0] if pad_id is None else int(pad_id)
     try:
         host_mask = to_host(prompt_mask)  # gathered from every process in a multi-process run
@@ -274,10 +275,10 @@ def generate(
     if host_mask is not None:
         empty = np.flatnonzero(~host_mask.any(axis=1))
         if empty.size:
-            raise ValueError(f"prompt rows {empty.tolist()} have no real token (prompt_mask all False)")
+            raise InvalidValueError(f"prompt rows {empty.tolist()} have no real token (prompt_mask all False)")
     if key is None:
         if not greedy:
-            raise ValueError("key=None is only allowed with greedy=True")
+            raise InvalidValueError("key=None is only allowed with greedy=True")
         key = jax.random.key(0)
     B, P = prompt_tokens.shape
     Pb = bucket_length(P, buckets)

@@ -32,6 +32,8 @@ import tokenizers
 
 from ._char_tokenizer import TextCodec
 
+from grpojax._errors import InvalidValueError
+
 __all__ = ["TOKENIZER_KINDS", "Tokenizer", "check_vocab_fits", "infer_tokenizer_kind", "load_tokenizer"]
 
 #: what :func:`infer_tokenizer_kind` answers: character level, word level, or a subword tokenizer file
@@ -113,7 +115,7 @@ class Tokenizer:
         else:
             self.eos_id = eos_id if eos_id is not None else (int(eos_ids[0]) if len(eos_ids) else None)
         if self.eos_id is None:
-            raise ValueError("the tokenizer defines no eos token (tokenizer_config.json eos_token, "
+            raise InvalidValueError("the tokenizer defines no eos token (tokenizer_config.json eos_token, "
                              "generation_config.json / config.json eos_token_id)")
         self.eos_id = self._check_id(self.eos_id, "eos")
         if self.eos_token is None:
@@ -130,12 +132,12 @@ class Tokenizer:
             return None
         i = self.backend.token_to_id(token)
         if i is None:
-            raise ValueError(f"special token {token!r} is not in the tokenizer's vocabulary")
+            raise InvalidValueError(f"special token {token!r} is not in the tokenizer's vocabulary")
         return int(i)
 
     def _check_id(self, i: int, what: str) -> int:
         if self.backend.id_to_token(int(i)) is None:
-            raise ValueError(f"{what} id {i} is not in the tokenizer's vocabulary of {self.vocab_size} ids")
+            raise InvalidValueError(f"{what} id {i} is not in the tokenizer's vocabulary of {self.vocab_size} ids")
         return int(i)
 
     @property
@@ -216,7 +218,7 @@ class Tokenizer:
             ValueError: the checkpoint has no chat template.
         """
         if self.chat_template is None:
-            raise ValueError("this tokenizer has no chat_template (tokenizer_config.json / chat_template.jinja)")
+            raise InvalidValueError("this tokenizer has no chat_template (tokenizer_config.json / chat_template.jinja)")
         if self._template is None:
             self._template = _compile_template(self.chat_template)
         special = {"bos_token": self.bos_token, "eos_token": self.eos_token, "pad_token": self.pad_token,
@@ -260,7 +262,7 @@ def _read_json(path: pathlib.Path) -> dict:
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON ({exc.msg})") from None
+        raise InvalidValueError(f"{path} is not valid JSON ({exc.msg})") from None
     return data if isinstance(data, dict) else {}
 
 
@@ -276,7 +278,7 @@ def _resolve(backend: tokenizers.Tokenizer, spec: str | int, what: str) -> int:
     if isinstance(spec, str):
         i = backend.token_to_id(spec)
         if i is None:
-            raise ValueError(f"{what}={spec!r} is not a token of this tokenizer")
+            raise InvalidValueError(f"{what}={spec!r} is not a token of this tokenizer")
         return int(i)
     return int(spec)
 
@@ -405,10 +407,10 @@ def check_vocab_fits(
     top = max(backend.get_vocab(with_added_tokens=True).values())
     kind = _kind_of(backend) if kind is None else kind
     if kind not in TOKENIZER_KINDS:
-        raise ValueError(f"tokenizer kind {kind!r}; expected one of {TOKENIZER_KINDS}")
+        raise InvalidValueError(f"tokenizer kind {kind!r}; expected one of {TOKENIZER_KINDS}")
     if pretrained and kind in ("char", "word"):
-        raise ValueError(f"a {kind}-level tokenizer ({n} tokens) cannot drive the pretrained checkpoint "
+        raise InvalidValueError(f"a {kind}-level tokenizer ({n} tokens) cannot drive the pretrained checkpoint "
                          f"(vocab_size={V}); use the checkpoint's own tokenizer (tokenizer.kind=file)")
     if top + 1 > V:
-        raise ValueError(f"tokenizer has {n} tokens (largest id {top}) but the model's vocab_size={V}; "
+        raise InvalidValueError(f"tokenizer has {n} tokens (largest id {top}) but the model's vocab_size={V}; "
                          f"expected vocab_size >= {top + 1}")

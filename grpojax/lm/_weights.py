@@ -37,6 +37,8 @@ from jax.sharding import Mesh
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
+from grpojax._errors import DataError
+
 from ._config import ModelConfig
 from ._mesh import param_shardings
 from ._char_tokenizer import TextCodec
@@ -54,7 +56,7 @@ _LEAF = {"kernel": ("weight", True), "embedding": ("weight", False), "weight": (
          "bias": ("bias", False)}
 
 
-class WeightLoadError(ValueError):
+class WeightLoadError(DataError):
     """A checkpoint does not fit the model: lists every unmapped key, missing key and shape mismatch."""
 
 

@@ -38,6 +38,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from grpojax._errors import DataError
 from grpojax._io import json_number, to_jsonable, write_text_atomic
 from grpojax.logs._runlog import LogFormatError, RunLog, warn
 from grpojax.logs._table import TableBuilder
@@ -175,7 +176,7 @@ class JsonlLogger:
         log is cut back below that step.
         """
         if not kind or not isinstance(kind, str):
-            raise ValueError(f"kind={kind!r}; expected a non-empty string")
+            raise DataError(f"kind={kind!r}; expected a non-empty string")
         rec = {"_grpojax": {"record": kind, **to_jsonable(fields)}}
         self._f.write(_dumps(rec) + "\n")
         self._f.flush()

@@ -7,6 +7,7 @@ import os
 import re
 import warnings
 
+from grpojax._errors import DataError
 from grpojax.logs import _jsonl, _openrlhf, _tensorboard, _trl, _verl, _wandb
 from grpojax.logs._runlog import LogFormatError, LogWarning, RunLog, merge_runs
 from grpojax.logs._text import find_event_dirs, is_event_file, read_text
@@ -148,7 +149,7 @@ def read_logs(path: str | os.PathLike, *, format: str | None = None) -> list[Run
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file or folder")
     if format is not None and format not in FORMATS:
-        raise ValueError(f"format={format!r} is not one of {', '.join(FORMATS)}")
+        raise DataError(f"format={format!r} is not one of {', '.join(FORMATS)}")
     if os.path.isdir(path):
         if format not in (None, "tensorboard"):
             raise LogFormatError(path, f"is a folder; format={format!r} needs a file")

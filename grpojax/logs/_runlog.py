@@ -9,6 +9,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from grpojax._errors import DataError
+
 __all__ = ["RunLog", "LogFormatError", "LogWarning", "CANONICAL_COLUMNS", "merge_runs"]
 
 #: Canonical column names every reader maps to. Other metrics keep their own names.
@@ -29,7 +31,7 @@ CANONICAL_COLUMNS: tuple[str, ...] = (
 )
 
 
-class LogFormatError(ValueError):
+class LogFormatError(DataError):
     """A log file is malformed, empty, of an unknown format, or has no reward column.
 
     The message is one line and names the file and the problem, e.g.
@@ -81,16 +83,16 @@ class RunLog:
     def __post_init__(self):
         steps = np.asarray(self.steps)
         if steps.ndim != 1:
-            raise ValueError(f"RunLog.steps must be 1-D, got shape {steps.shape}")
+            raise DataError(f"RunLog.steps must be 1-D, got shape {steps.shape}")
         steps = steps.astype(np.int64, copy=True)
         if steps.size > 1 and not np.all(np.diff(steps) > 0):
-            raise ValueError("RunLog.steps must be strictly increasing")
+            raise DataError("RunLog.steps must be strictly increasing")
         steps.setflags(write=False)
         cols = {}
         for k, v in self.columns.items():
             a = np.array(v, dtype=np.float64, copy=True)
             if a.shape != steps.shape:
-                raise ValueError(
+                raise DataError(
                     f"RunLog column {k!r} has shape {a.shape}, expected {steps.shape} (aligned with steps)"
                 )
             a.setflags(write=False)
@@ -139,13 +141,13 @@ class RunLog:
             steps = np.arange(n, dtype=np.int64)
         s = np.asarray(steps, dtype=np.float64).reshape(-1)
         if not np.all(np.isfinite(s)) or not np.all(s == np.round(s)):
-            raise ValueError(f"run {name!r}: steps must be integers, got {s[:5].tolist()}...")
+            raise DataError(f"run {name!r}: steps must be integers, got {s[:5].tolist()}...")
         for k, a in cols.items():
             if a.shape[0] != s.shape[0]:
-                raise ValueError(f"run {name!r}: column {k!r} has {a.shape[0]} values but there are "
+                raise DataError(f"run {name!r}: column {k!r} has {a.shape[0]} values but there are "
                                  f"{s.shape[0]} steps")
         if s.size > 1 and not np.all(np.diff(s) > 0):
-            raise ValueError(f"run {name!r}: steps must be strictly increasing")
+            raise DataError(f"run {name!r}: steps must be strictly increasing")
         return cls(name=name, source=source, format=format, steps=s.astype(np.int64), columns=cols,
                    meta=dict(meta or {}))
 
@@ -203,7 +205,7 @@ def merge_runs(runs: list[RunLog]) -> RunLog:
     hold the same column at the same step the later log wins. Name and format are the first's.
     """
     if not runs:
-        raise ValueError("merge_runs needs at least one run, got none")
+        raise DataError("merge_runs needs at least one run, got none")
     steps = np.unique(np.concatenate([r.steps for r in runs]))
     cols: dict[str, np.ndarray] = {}
     meta: dict = {"merged_from": [r.source for r in runs], "warnings": [], "mapping": {}}

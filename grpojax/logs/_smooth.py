@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from grpojax._errors import DataError
+
 __all__ = ["moving_average", "EDGE_POLICIES"]
 
 #: Values ``moving_average(..., edge=...)`` accepts.
@@ -34,10 +36,10 @@ def moving_average(y, window: int, *, edge: str) -> np.ndarray:
         ValueError: ``window < 1`` or an unknown ``edge``.
     """
     if edge not in EDGE_POLICIES:
-        raise ValueError(f"edge must be one of {', '.join(EDGE_POLICIES)}, got {edge!r}")
+        raise DataError(f"edge must be one of {', '.join(EDGE_POLICIES)}, got {edge!r}")
     window = int(window)
     if window < 1:
-        raise ValueError(f"smoothing window must be a positive integer, got {window}")
+        raise DataError(f"smoothing window must be a positive integer, got {window}")
     y = np.array(y, dtype=np.float64)
     if window == 1 or y.shape[-1] == 0:
         return y

@@ -50,6 +50,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from grpojax._errors import DataError
 from grpojax.logs._runlog import LogFormatError, LogWarning, RunLog, warn
 from grpojax.logs._table import TableBuilder, restart_points
 from grpojax.logs._text import event_files, find_event_dirs
@@ -458,7 +459,7 @@ def read_tensorboard(path: str | os.PathLike, *, engine: str = "auto") -> list[R
         LogFormatError: no event files, no scalars, or no run with a reward column.
     """
     if engine not in ("auto", "accumulator"):
-        raise ValueError(f"engine={engine!r} is not 'auto' or 'accumulator'")
+        raise DataError(f"engine={engine!r} is not 'auto' or 'accumulator'")
     path = str(path)
     if os.path.isfile(path):
         name = os.path.basename(os.path.dirname(os.path.abspath(path))) or "run"

@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from grpojax._errors import InvalidValueError
+
 __all__ = ["Advice", "ZETA_BAND", "advise", "curvature_from_rate", "damping_ratio_np", "in_advised_range"]
 
 ZETA_BAND = (0.7, 1.5)
@@ -171,11 +173,11 @@ def curvature_from_rate(rate: float, eta_hb: float, mu: float, k_ref: int, *, la
         ValueError: a rate that is not a finite positive number, or an inversion that gives K_d ≤ 0.
     """
     if not (math.isfinite(rate) and rate > 0):
-        raise ValueError(f"the fitted rate must be a finite number > 0, got {rate!r}")
+        raise InvalidValueError(f"the fitted rate must be a finite number > 0, got {rate!r}")
     tau = float(_tau(k_ref, lag))
     a = (rate * (1.0 - mu) - eta_hb * k_instant) / (1.0 + rate * tau)
     if a <= 0:
-        raise ValueError(f"the fitted rate {rate:.3g}/step implies a curvature <= 0 with these hyperparameters")
+        raise InvalidValueError(f"the fitted rate {rate:.3g}/step implies a curvature <= 0 with these hyperparameters")
     return a / eta_hb
 
 
@@ -229,54 +231,54 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
 
     def finite(name, v):
         if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ValueError(f"{name} must be a finite number, got {v!r}")
+            raise InvalidValueError(f"{name} must be a finite number, got {v!r}")
         return float(v)
 
     eta = finite("eta", eta)
     if eta <= 0:
-        raise ValueError(f"eta must be > 0 (the learning rate), got {eta!r}")
+        raise InvalidValueError(f"eta must be > 0 (the learning rate), got {eta!r}")
     if mu is not None and beta1 is not None:
-        raise ValueError("give mu (heavy-ball momentum) or beta1 (Adam), not both")
+        raise InvalidValueError("give mu (heavy-ball momentum) or beta1 (Adam), not both")
     opt = "adam" if beta1 is not None else "momentum"
     m = finite("beta1" if beta1 is not None else "mu", beta1 if beta1 is not None else (0.0 if mu is None else mu))
     if not 0.0 <= m < 1.0:
-        raise ValueError(f"{'beta1' if beta1 is not None else 'mu'} must be in [0, 1), got {m!r}")
+        raise InvalidValueError(f"{'beta1' if beta1 is not None else 'mu'} must be in [0, 1), got {m!r}")
     if (k_ref is None) == (staleness is None):
-        raise ValueError("give exactly one of k_ref (updates per rollout) or staleness (asynchronous delay)")
+        raise InvalidValueError("give exactly one of k_ref (updates per rollout) or staleness (asynchronous delay)")
     kname = "k_ref" if k_ref is not None else "staleness"
     k = k_ref if k_ref is not None else staleness
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"{kname} must be an integer >= 1, got {k!r}")
+        raise InvalidValueError(f"{kname} must be an integer >= 1, got {k!r}")
     k = int(k)
     lag = lag if lag is not None else ("periodic" if kname == "k_ref" else "constant")
     if lag not in ("constant", "periodic"):
-        raise ValueError(f"lag must be 'constant' or 'periodic', got {lag!r}")
+        raise InvalidValueError(f"lag must be 'constant' or 'periodic', got {lag!r}")
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 2:
-        raise ValueError(f"group_size must be an integer >= 2, got {group_size!r}")
+        raise InvalidValueError(f"group_size must be an integer >= 2, got {group_size!r}")
     curvature = finite("curvature", curvature)
     if curvature <= 0:
-        raise ValueError(f"curvature must be > 0 (the stiffness measured at a stable plateau), got {curvature!r}")
+        raise InvalidValueError(f"curvature must be > 0 (the stiffness measured at a stable plateau), got {curvature!r}")
     k_instant = finite("k_instant", k_instant)
     if k_instant < 0:
-        raise ValueError(f"k_instant must be >= 0, got {k_instant!r}")
+        raise InvalidValueError(f"k_instant must be >= 0, got {k_instant!r}")
     if pass_rate is not None:
         pass_rate = finite("pass_rate", pass_rate)
         if not 0.0 <= pass_rate <= 1.0:
-            raise ValueError(f"pass_rate must be in [0, 1], got {pass_rate!r}")
+            raise InvalidValueError(f"pass_rate must be in [0, 1], got {pass_rate!r}")
     if not 0.0 < finite("zero_std_target", zero_std_target) < 1.0:
-        raise ValueError(f"zero_std_target must be in (0, 1), got {zero_std_target!r}")
+        raise InvalidValueError(f"zero_std_target must be in (0, 1), got {zero_std_target!r}")
     band = tuple(float(b) for b in zeta_band)
     if len(band) != 2 or not 0 < band[0] < band[1]:
-        raise ValueError(f"zeta_band must be (lo, hi) with 0 < lo < hi, got {zeta_band!r}")
+        raise InvalidValueError(f"zeta_band must be (lo, hi) with 0 < lo < hi, got {zeta_band!r}")
     if not 0.0 <= finite("margin", margin) < 1.0:
-        raise ValueError(f"margin must be in [0, 1), got {margin!r}")
+        raise InvalidValueError(f"margin must be in [0, 1), got {margin!r}")
     notes = []
     if noise is None:
         noise = pass_rate * (1.0 - pass_rate) if pass_rate is not None else 0.25
         notes.append(f"gradient noise σ² = {noise:.3g} ({'p(1 − p) at the pass rate' if pass_rate is not None else 'default'})")
     noise = finite("noise", noise)
     if noise < 0:
-        raise ValueError(f"noise must be >= 0 (a variance), got {noise!r}")
+        raise InvalidValueError(f"noise must be >= 0 (a variance), got {noise!r}")
     scale = (1.0 - m) if opt == "adam" else 1.0  # user's η -> heavy-ball step
     eta_hb = eta * scale
     if opt == "adam":

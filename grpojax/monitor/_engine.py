@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from grpojax._errors import InvalidValueError
 from grpojax.logs import RunLog, moving_average
 
 __all__ = ["MonitorConfig", "WatchState", "WatchReport", "init_state", "update", "hyperparams_from_meta"]
@@ -275,13 +276,13 @@ def update(state: WatchState, run: RunLog, config: MonitorConfig | None = None) 
     if not isinstance(run, RunLog):
         raise TypeError(f"run must be a grpojax.logs.RunLog, got {type(run).__name__}")
     if int(config.every) < 1:
-        raise ValueError(f"every must be an integer >= 1, got {config.every!r}")
+        raise InvalidValueError(f"every must be an integer >= 1, got {config.every!r}")
     if not 0.0 < float(config.level) < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {config.level!r}")
+        raise InvalidValueError(f"level must be in (0, 1), got {config.level!r}")
     from grpojax.fit import MIN_CREEP_POINTS, WINDOW_METHODS, check_bounds  # noqa: PLC0415
 
     if config.method not in WINDOW_METHODS:
-        raise ValueError(f"method must be one of {', '.join(WINDOW_METHODS)}, got {config.method!r}")
+        raise InvalidValueError(f"method must be one of {', '.join(WINDOW_METHODS)}, got {config.method!r}")
     check_bounds(config.bounds)
     notes: list[str] = []
     if run.count(config.metric):

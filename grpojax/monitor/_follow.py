@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 
+from grpojax._errors import InvalidValueError
 from grpojax.logs import LogFormatError, RunLog, read_logs
 
 __all__ = ["log_signature", "read_growing"]
@@ -52,4 +53,4 @@ def read_growing(path: str | os.PathLike, *, format: str | None = None, run: str
     for r in runs:
         if r.name == run:
             return r
-    raise ValueError(f"{path} holds no run named {run!r}; runs: {', '.join(r.name for r in runs)}")
+    raise InvalidValueError(f"{path} holds no run named {run!r}; runs: {', '.join(r.name for r in runs)}")

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
 
+from grpojax._errors import InvalidValueError
 from grpojax._io import save_figure
 from grpojax.diagnose import Diagnosis, ModeResult
 from grpojax.logs import RunLog
@@ -166,7 +167,7 @@ def forecast_band(forecast):
     if window is not None and np.isfinite(getattr(forecast, "mean", np.nan)):
         s = np.asarray(window, float)
         return s, np.full(2, forecast.mean), np.full(2, forecast.lo), np.full(2, forecast.hi)
-    raise ValueError(f"forecast must be a WindowForecast, a (steps, median, lo, hi) tuple or None, "
+    raise InvalidValueError(f"forecast must be a WindowForecast, a (steps, median, lo, hi) tuple or None, "
                      f"got {type(forecast).__name__}")
 
 

@@ -29,6 +29,7 @@ import jax.random as jr
 import numpy as np
 import optax
 
+from grpojax._errors import InvalidValueError
 from grpojax.sde._checks import broadcast, check_finite, check_positive, coefficients, is_concrete
 from grpojax.sde._solve import step_grid
 
@@ -111,7 +112,7 @@ def expected_trajectory(params: Any, ts: Any, *, e0: Any = 1.0, dt: float = 0.25
     check_finite("ts", ts)
     ts_np = np.atleast_1d(np.asarray(ts, float))
     if np.any(np.diff(ts_np) <= 0) or ts_np[0] < t0:
-        raise ValueError(f"ts must be strictly increasing and >= t0={t0}")
+        raise InvalidValueError(f"ts must be strictly increasing and >= t0={t0}")
     grid = step_grid(ts_np, float(t0), float(dt))
     return _expected(coefficients(params), jnp.asarray(grid), jnp.asarray(ts_np), e0)
 
@@ -179,10 +180,10 @@ def _prepare(ts, eta, mu, k_ref, lag, k_instant, dt, t0, curvature_range):
     check_finite("ts", ts)
     ts_np = np.atleast_1d(np.asarray(ts, float))
     if ts_np.ndim != 1 or ts_np.size < 3 or np.any(np.diff(ts_np) <= 0) or ts_np[0] < t0:
-        raise ValueError(f"ts must hold >= 3 strictly increasing times >= t0={t0}, got shape {ts_np.shape}")
+        raise InvalidValueError(f"ts must hold >= 3 strictly increasing times >= t0={t0}, got shape {ts_np.shape}")
     lo, hi = curvature_range
     if not (0 < lo < hi and np.isfinite(hi)):
-        raise ValueError(f"curvature_range must be 0 < lo < hi < inf, got {curvature_range!r}")
+        raise InvalidValueError(f"curvature_range must be 0 < lo < hi < inf, got {curvature_range!r}")
     grid = step_grid(ts_np, float(t0), float(dt))
     log_k_grid = np.linspace(np.log(lo), np.log(hi), 48)
     hyper = tuple(jnp.asarray(float(v)) for v in (eta, mu, k_ref, k_instant))
@@ -237,7 +238,7 @@ def calibrate(
         ts, eta, mu, k_ref, lag, k_instant, dt, t0, curvature_range or _default_range(eta, mu, k_ref, lag)
     )
     if y.shape != ts_np.shape:
-        raise ValueError(f"rewards must have the shape of ts {ts_np.shape}, got {y.shape}")
+        raise InvalidValueError(f"rewards must have the shape of ts {ts_np.shape}, got {y.shape}")
     p0 = _resolve_p0(p0, ts_np, y, t0)
     theta, loss, gnorm = _calibrate(
         jnp.asarray(y)[None], jnp.asarray(p0), hyper, lag, jnp.asarray(grid), jnp.asarray(ts_np),
@@ -252,7 +253,7 @@ def calibrate(
 def _resolve_p0(p0, ts_np, y, t0):
     if p0 is None:
         if abs(ts_np[0] - t0) > 1e-12:
-            raise ValueError(f"p0 is required when ts[0]={ts_np[0]} != t0={t0}")
+            raise InvalidValueError(f"p0 is required when ts[0]={ts_np[0]} != t0={t0}")
         p0 = float(y[..., 0].mean()) if y.ndim > 1 else float(y[0])
     check_finite("p0", p0)
     return float(p0)
@@ -295,9 +296,9 @@ def calibrate_ensemble(
         ts, eta, mu, k_ref, lag, k_instant, dt, t0, curvature_range or _default_range(eta, mu, k_ref, lag)
     )
     if Y.ndim != 2 or Y.shape[1] != ts_np.size or Y.shape[0] < 2:
-        raise ValueError(f"paths must have shape (n >= 2, {ts_np.size}), got {Y.shape}")
+        raise InvalidValueError(f"paths must have shape (n >= 2, {ts_np.size}), got {Y.shape}")
     if int(n_boot) < 2:
-        raise ValueError(f"n_boot must be >= 2, got n_boot={n_boot!r}")
+        raise InvalidValueError(f"n_boot must be >= 2, got n_boot={n_boot!r}")
     p0 = _resolve_p0(p0, ts_np, Y, t0)
     n = Y.shape[0]
     idx = jr.randint(key, (int(n_boot), n), 0, n)

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from grpojax._errors import InvalidValueError
 from grpojax._checks import OnTrace, check, is_traced
 
 FIELDS = ("M", "C", "K_eff", "p_star", "D")
@@ -81,7 +82,7 @@ def coefficients(params: Any) -> Coefficients:
     """
     missing = [f for f in FIELDS if not hasattr(params, f)]
     if missing:
-        raise ValueError(
+        raise InvalidValueError(
             f"params must have fields {FIELDS} (e.g. grpojax.dynamics.OscillatorParams), "
             f"missing {missing} on {type(params).__name__}"
         )

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from grpojax._errors import InvalidValueError
 from grpojax.sde._checks import broadcast, check_finite, check_positive, coefficients
 from grpojax.sde._exact import _moments
 from grpojax.sde._solve import SOLVERS, _terms
@@ -92,7 +93,7 @@ def _solve_t1(coef, x0, bm, dt, t1, solver, max_steps, adjoint):
 def _scalar_coef(params, group_size):
     c = broadcast(coefficients(params))
     if c.M.shape != ():
-        raise ValueError(f"convergence studies take one parameter set, got batch shape {c.M.shape}")
+        raise InvalidValueError(f"convergence studies take one parameter set, got batch shape {c.M.shape}")
     return c, (c.M, c.C, c.K_eff, jnp.sqrt(c.D / jnp.asarray(group_size, c.M.dtype)))
 
 
@@ -153,7 +154,7 @@ def strong_errors(
     """
     solvers = (solver,) if isinstance(solver, str) else tuple(solver)
     if not solvers or any(s not in SOLVERS for s in solvers) or ref_solver not in SOLVERS:
-        raise ValueError(f"solver and ref_solver must be in {tuple(SOLVERS)}, got {solver!r}, {ref_solver!r}")
+        raise InvalidValueError(f"solver and ref_solver must be in {tuple(SOLVERS)}, got {solver!r}, {ref_solver!r}")
     check_positive("t1", t1)
     check_positive("dts", dts)
     dts_np = np.sort(np.atleast_1d(np.asarray(dts, float)))[::-1]
@@ -226,7 +227,7 @@ def weak_errors(
     """
     solvers = (solver,) if isinstance(solver, str) else tuple(solver)
     if not solvers or any(s not in SOLVERS for s in solvers):
-        raise ValueError(f"solver must be in {tuple(SOLVERS)}, got {solver!r}")
+        raise InvalidValueError(f"solver must be in {tuple(SOLVERS)}, got {solver!r}")
     check_positive("t1", t1)
     check_positive("dts", dts)
     check_finite("e0", e0)

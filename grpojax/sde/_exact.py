@@ -35,6 +35,7 @@ import jax.random as jr
 import numpy as np
 from jax.scipy.linalg import expm
 
+from grpojax._errors import InvalidValueError
 from grpojax.sde._checks import (
     broadcast,
     check_finite,
@@ -181,7 +182,7 @@ def exact_moments(
     group_size = check_positive("group_size", group_size)
     ts_np = np.asarray(ts) if is_concrete(ts) else None
     if ts_np is not None and (ts_np.ndim != 1 or np.any(ts_np < t0)):
-        raise ValueError(f"ts must be a 1-d array of times >= t0={t0}, got shape {ts_np.shape}, min {ts_np.min()}")
+        raise InvalidValueError(f"ts must be a 1-d array of times >= t0={t0}, got shape {ts_np.shape}, min {ts_np.min()}")
     x0 = jnp.stack(jnp.broadcast_arrays(jnp.asarray(e0, float), jnp.asarray(v0, float)), -1)
     P0 = jnp.zeros((2, 2)) if cov0 is None else jnp.asarray(cov0)
     if cov0 is not None:
@@ -257,9 +258,9 @@ def sample_exact(
     check_finite("ts", ts)
     ts_np = np.asarray(ts)
     if ts_np.ndim != 1 or ts_np.size == 0 or np.any(np.diff(ts_np) < 0) or ts_np[0] < t0:
-        raise ValueError(f"ts must be a non-empty increasing 1-d array with ts[0] >= t0={t0}")
+        raise InvalidValueError(f"ts must be a non-empty increasing 1-d array with ts[0] >= t0={t0}")
     if int(n_paths) != n_paths or n_paths < 1:
-        raise ValueError(f"n_paths must be a positive integer, got n_paths={n_paths!r}")
+        raise InvalidValueError(f"n_paths must be a positive integer, got n_paths={n_paths!r}")
     for name, v in (("e0", e0), ("v0", v0)):
         check_finite(name, v)
     check_positive("group_size", group_size)

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import jax.random as jr
 import numpy as np
 
+from grpojax._errors import InvalidValueError
 from grpojax.sde._checks import check_finite, check_positive, is_concrete
 from grpojax.sde._solve import BROWNIANS, step_grid
 
@@ -125,21 +126,21 @@ def solve_meanfield(
     """
     table = {"ito": ITO_SOLVERS, "stratonovich": STRATONOVICH_SOLVERS}.get(calculus)
     if table is None:
-        raise ValueError(f"calculus must be 'ito' or 'stratonovich', got calculus={calculus!r}")
+        raise InvalidValueError(f"calculus must be 'ito' or 'stratonovich', got calculus={calculus!r}")
     if solver not in table:
-        raise ValueError(f"solver must be one of {tuple(table)} for calculus={calculus!r}, got solver={solver!r}")
+        raise InvalidValueError(f"solver must be one of {tuple(table)} for calculus={calculus!r}, got solver={solver!r}")
     if brownian not in BROWNIANS:
-        raise ValueError(f"brownian must be one of {BROWNIANS}, got brownian={brownian!r}")
+        raise InvalidValueError(f"brownian must be one of {BROWNIANS}, got brownian={brownian!r}")
     if int(n_paths) != n_paths or n_paths < 1 or int(noise_dim) != noise_dim or noise_dim < 1:
-        raise ValueError(f"n_paths and noise_dim must be positive integers, got {n_paths!r}, {noise_dim!r}")
+        raise InvalidValueError(f"n_paths and noise_dim must be positive integers, got {n_paths!r}, {noise_dim!r}")
     check_positive("dt", dt)
     check_finite("y0", y0)
     if not is_concrete(ts):
-        raise ValueError("ts must be concrete (the step grid is built on the host)")
+        raise InvalidValueError("ts must be concrete (the step grid is built on the host)")
     check_finite("ts", ts)
     ts_np = np.atleast_1d(np.asarray(ts, float))
     if np.any(np.diff(ts_np) <= 0) or ts_np[0] < t0 or ts_np[-1] <= t0:
-        raise ValueError(f"ts must be strictly increasing times >= t0={t0} ending after t0")
+        raise InvalidValueError(f"ts must be strictly increasing times >= t0={t0} ending after t0")
     grid = step_grid(ts_np, float(t0), float(dt))
     if brownian == "auto":
         brownian = "unsafe" if np.unique(grid.astype(np.float32)).size == grid.size else "virtual"
@@ -182,14 +183,14 @@ def bandit_meanfield(config: Any, *, noise: bool = True) -> BanditMeanField:
     try:
         from grpojax import bandit
     except ImportError as exc:  # pragma: no cover - the bandit package ships with grpojax
-        raise ValueError("bandit_meanfield needs grpojax.bandit; pass your own drift/diffusion instead") from exc
+        raise InvalidValueError("bandit_meanfield needs grpojax.bandit; pass your own drift/diffusion instead") from exc
     from grpojax.dynamics import lag_tau
 
     p_star = bandit.fixed_point(config)
     kd, _ = bandit.stiffness(config)
     sig2 = jnp.maximum(bandit.gradient_noise(config), 0.0)
     if not is_concrete(p_star) or np.ndim(p_star) != 0:
-        raise ValueError("bandit_meanfield takes one concrete (unbatched) BanditConfig")
+        raise InvalidValueError("bandit_meanfield takes one concrete (unbatched) BanditConfig")
     theta_star = jnp.log(p_star) - jnp.log1p(-p_star)
     eta, mu, G = config.eta, config.mu, config.group_size
     tau = lag_tau(config.k_ref, config.lag)

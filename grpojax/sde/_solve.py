@@ -45,6 +45,7 @@ import jax.random as jr
 import lineax as lx
 import numpy as np
 
+from grpojax._errors import InvalidValueError
 from grpojax._checks import check_int
 from grpojax.sde._checks import broadcast, check_finite, check_positive, coefficients, is_concrete, unstable_mask
 
@@ -298,11 +299,11 @@ def simulate(
             ``dt ≤ 0``, ``n_paths < 1``, or save times that are not increasing and ``> t0``.
     """
     if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {tuple(SOLVERS)}, got solver={solver!r}")
+        raise InvalidValueError(f"solver must be one of {tuple(SOLVERS)}, got solver={solver!r}")
     if brownian not in BROWNIANS:
-        raise ValueError(f"brownian must be one of {BROWNIANS}, got brownian={brownian!r}")
+        raise InvalidValueError(f"brownian must be one of {BROWNIANS}, got brownian={brownian!r}")
     if isinstance(n_paths, bool) or int(n_paths) != n_paths or n_paths < 1:
-        raise ValueError(f"n_paths must be a positive integer, got n_paths={n_paths!r}")
+        raise InvalidValueError(f"n_paths must be a positive integer, got n_paths={n_paths!r}")
     if max_steps is not None:
         max_steps = check_int("max_steps", max_steps, 1)
     check_positive("dt", dt)
@@ -311,11 +312,11 @@ def simulate(
         check_finite(name, v)
     check_positive("group_size", group_size)
     if not is_concrete(ts):
-        raise ValueError("ts must be concrete (the step grid is built on the host); pass a NumPy array")
+        raise InvalidValueError("ts must be concrete (the step grid is built on the host); pass a NumPy array")
     check_finite("ts", ts)
     ts_np = np.atleast_1d(np.asarray(ts, dtype=np.float64))
     if ts_np.ndim != 1 or np.any(np.diff(ts_np) <= 0) or ts_np[0] < t0 or ts_np[-1] <= t0:
-        raise ValueError(f"ts must be strictly increasing 1-d times >= t0={t0} ending after t0, got {ts_np[:5]}...")
+        raise InvalidValueError(f"ts must be strictly increasing 1-d times >= t0={t0} ending after t0, got {ts_np[:5]}...")
     c = coefficients(params)
     grid = step_grid(ts_np, float(t0), float(dt))
     if brownian == "auto":

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from grpojax._errors import InvalidValueError
 from grpojax._chunks import padded_chunks
 from grpojax._distributed import check_started
 from grpojax._io import to_jsonable
@@ -184,7 +185,7 @@ def run_sweep(grid: Grid, num_steps: int, *, key, stride: int | None = None, chu
 
     num_steps = int(num_steps)
     if num_steps < 8:
-        raise ValueError(f"num_steps must be >= 8, got num_steps={num_steps}")
+        raise InvalidValueError(f"num_steps must be >= 8, got num_steps={num_steps}")
     check_started()
     stride = int(stride or max(1, num_steps // 512))
     N = len(grid)

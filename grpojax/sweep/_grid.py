@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from grpojax._errors import InvalidValueError
 from grpojax.bandit import ADVANTAGES, GRADIENTS, LAGS, BanditConfig
 
 __all__ = ["Grid", "make_grid", "NUMERIC_KNOBS", "MODE_KNOBS"]
@@ -70,19 +71,19 @@ def make_grid(**axes: Any) -> Grid:
     """
     unknown = sorted(set(axes) - set(NUMERIC_KNOBS) - set(MODE_KNOBS))
     if unknown:
-        raise ValueError(f"unknown sweep knob(s) {unknown}; expected some of {NUMERIC_KNOBS + tuple(MODE_KNOBS)}")
+        raise InvalidValueError(f"unknown sweep knob(s) {unknown}; expected some of {NUMERIC_KNOBS + tuple(MODE_KNOBS)}")
     if sum(k in axes for k in ("eta", "eta_rel", "eta_rel_osc")) != 1:
-        raise ValueError("give exactly one of eta (absolute), eta_rel (multiple of the exact stability "
+        raise InvalidValueError("give exactly one of eta (absolute), eta_rel (multiple of the exact stability "
                          "threshold) or eta_rel_osc (multiple of the exact oscillatory boundary)")
     lists: dict[str, list] = {}
     for name, val in axes.items():
         vals = list(np.atleast_1d(np.asarray(val, dtype=object))) if not isinstance(val, str) else [val]
         if not vals:
-            raise ValueError(f"sweep axis {name} is empty")
+            raise InvalidValueError(f"sweep axis {name} is empty")
         if name in MODE_KNOBS:
             for v in vals:
                 if v not in MODE_KNOBS[name]:
-                    raise ValueError(f"{name} must be one of {MODE_KNOBS[name]}, got {name}={v!r}")
+                    raise InvalidValueError(f"{name} must be one of {MODE_KNOBS[name]}, got {name}={v!r}")
         lists[name] = vals
     names = list(lists)
     rows = list(itertools.product(*(lists[n] for n in names)))
@@ -100,8 +101,8 @@ def make_grid(**axes: Any) -> Grid:
     BanditConfig(probe_eta, cols["mu"], cols["k_ref"], cols["group_size"], beta=cols["beta"], p_ref=cols["p_ref"],
                  p_init=cols["p_init"], clip_eps=cols["clip_eps"], adv_eps=cols["adv_eps"])
     if "p_star" in cols and not np.all((cols["p_star"] > 0) & (cols["p_star"] < 1)):
-        raise ValueError(f"p_star must be in (0, 1), got p_star={cols['p_star'][~((cols['p_star'] > 0) & (cols['p_star'] < 1))][0]!r}")
+        raise InvalidValueError(f"p_star must be in (0, 1), got p_star={cols['p_star'][~((cols['p_star'] > 0) & (cols['p_star'] < 1))][0]!r}")
     for rel in ("eta_rel", "eta_rel_osc"):
         if rel in cols and not np.all(cols[rel] > 0):
-            raise ValueError(f"{rel} must be > 0, got {rel}={cols[rel][cols[rel] <= 0][0]!r}")
+            raise InvalidValueError(f"{rel} must be > 0, got {rel}={cols[rel][cols[rel] <= 0][0]!r}")
     return Grid(cols, {n: lists[n] for n in names})

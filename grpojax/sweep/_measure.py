@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from grpojax._errors import InvalidValueError
+
 __all__ = ["MEASURED_REGIMES", "measure"]
 
 MEASURED_REGIMES = ("overdamped", "oscillatory", "limit_cycle", "collapsed", "diverged")
@@ -47,7 +49,7 @@ def measure(traces: np.ndarray, theta: np.ndarray, velocity: np.ndarray, *, p_in
     tr = np.asarray(traces, float)
     N, W = tr.shape
     if not 0 < late_frac <= 0.5:
-        raise ValueError(f"late_frac must be in (0, 0.5], got late_frac={late_frac}")
+        raise InvalidValueError(f"late_frac must be in (0, 0.5], got late_frac={late_frac}")
     L = max(2, int(round(late_frac * W)))
     with np.errstate(invalid="ignore"):
         finite = (np.isfinite(tr).all(1) & np.isfinite(theta) & np.isfinite(velocity)

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from grpojax._errors import InvalidValueError
 from grpojax.bandit import BanditConfig, plateau, with_fixed_point
 from grpojax.dynamics import (
     REGIMES,
@@ -85,7 +86,7 @@ def predict_rows(cols: dict[str, np.ndarray], idx: np.ndarray, modes: dict[str, 
         rel = "eta_rel" if "eta_rel" in cols else "eta_rel_osc"
         eta = np.asarray(cols[rel][idx], float) * (eta_crit if rel == "eta_rel" else eta_osc)
         if not np.all(np.isfinite(eta)):
-            raise ValueError(f"{rel} needs a finite exact boundary (an interior plateau with K_d > 0) in every row")
+            raise InvalidValueError(f"{rel} needs a finite exact boundary (an interior plateau with K_d > 0) in every row")
     else:
         eta = np.asarray(cols["eta"][idx], float)
     tau = k_ref if lag == "constant" else (k_ref - 1) / 2.0

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from grpojax._errors import InvalidValueError
 from grpojax.sweep._grid import Grid, make_grid
 
 __all__ = ["PRESETS", "SweepPreset", "sweep_preset"]
@@ -56,11 +57,11 @@ def sweep_preset(name: str, size: int = 6, num_steps: int | None = None) -> Swee
         ValueError: unknown ``name``, ``size`` < 2 or ``num_steps`` < 1.
     """
     if name not in PRESETS:
-        raise ValueError(f"unknown sweep preset {name!r}; expected one of {sorted(PRESETS)}")
+        raise InvalidValueError(f"unknown sweep preset {name!r}; expected one of {sorted(PRESETS)}")
     if int(size) != size or size < 2:
-        raise ValueError(f"size must be an integer >= 2, got {size!r}")
+        raise InvalidValueError(f"size must be an integer >= 2, got {size!r}")
     if num_steps is not None and (int(num_steps) != num_steps or num_steps < 1):
-        raise ValueError(f"num_steps must be an integer >= 1 or None, got {num_steps!r}")
+        raise InvalidValueError(f"num_steps must be an integer >= 1 or None, got {num_steps!r}")
     n = int(size)
     if name == "stability":
         grid = make_grid(eta_rel=list(np.round(np.linspace(0.8, 1.2, n), 4)), k_ref=[2, 4, 8], mu=0.9,
