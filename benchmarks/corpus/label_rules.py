@@ -93,15 +93,19 @@ def parse_trl_json_list(run: Run, paths) -> None:
     _rows_to_run(run, rows, [r["step"] for r in rows], {**TRL_MAP, "length": "completion_length"}, TRL_COMP)
 
 
+TRL_DICT = re.compile(r"\{'loss'.*?\}")
+
+
 def parse_trl_console(run: Run, paths) -> None:
+    """TRL console dict lines (``{'loss': ..., 'reward': ...}``), also inside carriage-return progress lines."""
     rows = []
-    for line in paths[0].read_text(errors="replace").splitlines():
-        line = line.strip()
-        if line.startswith("{'loss'") and line.endswith("}"):
-            d = ast.literal_eval(line)
+    for piece in re.split(r"[\r\n]", paths[0].read_text(errors="replace")):
+        for m in TRL_DICT.finditer(piece):
+            d = ast.literal_eval(m.group(0))
             if "reward" in d:
                 rows.append(d)
-    _rows_to_run(run, rows, np.arange(1, len(rows) + 1), TRL_MAP, TRL_COMP)
+    _rows_to_run(run, rows, np.arange(1, len(rows) + 1), {**TRL_MAP, **({"length": "completion_length"} if rows
+                  and "completion_length" in rows[0] else {})}, TRL_COMP)
 
 
 def parse_jsonl_appended(run: Run, paths) -> None:
