@@ -12,7 +12,12 @@ import optax
 
 from grpojax._errors import InvalidValueError
 
-__all__ = ["build_optimizer", "build_schedule"]
+__all__ = ["OPTIMIZERS", "SCHEDULES", "build_optimizer", "build_schedule"]
+
+OPTIMIZERS = ("adamw", "sgd")
+"""Optimizer names (``optim.name``)."""
+SCHEDULES = ("constant", "cosine", "linear")
+"""Learning-rate schedules (``optim.schedule``)."""
 
 
 def build_schedule(lr: float, steps: int, *, schedule: str = "constant", warmup_steps: int = 0) -> optax.Schedule:
@@ -25,7 +30,7 @@ def build_schedule(lr: float, steps: int, *, schedule: str = "constant", warmup_
     elif schedule == "linear":
         main = optax.linear_schedule(lr, 0.0, decay)
     else:
-        raise InvalidValueError(f"schedule {schedule!r}; expected constant|cosine|linear")
+        raise InvalidValueError(f"schedule {schedule!r}; expected one of {'|'.join(SCHEDULES)}")
     if warmup_steps > 0:
         return optax.join_schedules([optax.linear_schedule(0.0, lr, warmup_steps), main], [warmup_steps])
     return main
@@ -41,6 +46,6 @@ def build_optimizer(cfg, steps: int) -> tuple[optax.GradientTransformation, opta
     elif cfg.name == "adamw":
         core = optax.adamw(sched, b1=cfg.b1, b2=cfg.b2, weight_decay=cfg.weight_decay)
     else:
-        raise InvalidValueError(f"optimizer {cfg.name!r}; expected adamw|sgd")
+        raise InvalidValueError(f"optimizer {cfg.name!r}; expected one of {'|'.join(OPTIMIZERS)}")
     tx = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), core) if cfg.grad_clip > 0 else core
     return tx, sched

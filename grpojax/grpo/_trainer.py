@@ -347,10 +347,7 @@ class GRPOTrainer:
             return {}
         key = ("sft", self.graphdef, repr(w), self.mesh)
         if key not in _COMPILED:
-            tx, _ = build_optimizer(
-                type("O", (), dict(name="adamw", lr=w.lr, b1=0.9, b2=0.99, weight_decay=0.0, grad_clip=1.0,
-                                   schedule="cosine", warmup_steps=w.warmup_steps, momentum=0.0))(), w.steps,
-            )
+            tx, _ = build_optimizer(w.optimizer(), w.steps)
             opt_sh = jax.tree.map(lambda x: x.sharding, self._init_opt(tx, self.params))
             _COMPILED[key] = (tx, make_sft_update(self.graphdef, tx, param_sharding=self.param_sh,
                                                   opt_sharding=opt_sh))

@@ -1,0 +1,191 @@
+"""The one configuration mechanism of grpojax: frozen, validated pydantic models with dotted overrides.
+
+Every user-facing configuration (the trainer's YAML config, the detectors' thresholds, the watch
+engine's settings, a population of runs) is a subclass of :class:`Config`:
+
+- fields are typed and validated when a config is built, from keywords, a mapping or a YAML file;
+  unknown keys are refused; a config is immutable, and :meth:`Config.replace` returns a validated copy;
+- every validation error becomes one :class:`grpojax.ConfigError` line that names the dotted key, the
+  bad value and what was expected (``grpo.k_ref=0; expected an integer >= 1``);
+- :func:`apply_overrides` applies ``section.key=value`` strings (values parsed as YAML), which is what
+  ``--set`` does on the command line;
+- choices are ``Literal`` types built from the tuple that names them where they are used
+  (``Literal[ADVANTAGE_MODES]``), so each enumeration is written once.
+
+Values are read strictly where YAML would otherwise guess: a boolean must be ``true``/``false``
+(unquoted), an integer field refuses ``true`` and ``2.5``, every float must be finite. YAML 1.1 reads
+``5e-4`` as a string, so numeric strings are accepted for numeric fields.
+
+The softmax-bandit and sweep settings are not configs in this sense: they are pytrees of arrays that
+``jax.jit`` and ``jax.vmap`` trace (one value per configuration of a sweep), and stay ``equinox``
+modules.
+
+pydantic (v2) is used because it validates nested models with precise error locations and is already
+a dependency of the libraries grpojax builds on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Self
+
+import pydantic
+import yaml
+from pydantic import BeforeValidator, ConfigDict
+
+from grpojax._errors import ConfigError
+
+__all__ = ["Config", "Finite", "Int", "Bool", "apply_overrides", "format_validation_error", "yaml_error"]
+
+
+def _finite_number(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise ValueError("expected a finite number")
+    if isinstance(v, str):
+        try:
+            v = float(v.strip())
+        except ValueError:
+            raise ValueError("expected a finite number") from None
+    if isinstance(v, (int, float)):
+        if not math.isfinite(v):
+            raise ValueError("expected a finite number")
+        v = float(v)
+    return v
+
+
+def _integer(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise ValueError("expected an integer")
+    if isinstance(v, str):
+        try:
+            v = float(v.strip())
+        except ValueError:
+            raise ValueError("expected an integer") from None
+    if isinstance(v, float):
+        if not (math.isfinite(v) and v.is_integer()):
+            raise ValueError("expected an integer")
+        v = int(v)
+    return v
+
+
+Finite = Annotated[float, BeforeValidator(_finite_number)]
+"""A finite float (numeric strings accepted, booleans refused)."""
+Int = Annotated[int, BeforeValidator(_integer)]
+"""An integer (``2.0`` and ``"2"`` accepted; ``2.5``, booleans and non-finite values refused)."""
+Bool = pydantic.StrictBool
+"""A boolean written as a boolean (``"no"`` or ``1`` are refused)."""
+
+
+class Config(pydantic.BaseModel):
+    """Base of every grpojax configuration: frozen, validated, no unknown keys."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False,
+                              use_attribute_docstrings=True)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, where: str = "") -> Self:
+        """Build from a mapping (``None``: every default); errors are one :class:`ConfigError` line.
+
+        ``where`` prefixes the message (a file name).
+        """
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where + ': ' if where else ''}expected a mapping of keys to values, "
+                              f"got {type(data).__name__}")
+        try:
+            return cls.model_validate(dict(data))
+        except pydantic.ValidationError as exc:
+            raise ConfigError(format_validation_error(exc, cls, where)) from None
+
+    def replace(self, **changes: Any) -> Self:
+        """A validated copy with some fields changed (nested sections take a mapping or a section)."""
+        data = self.to_dict()
+        for k, v in changes.items():
+            data[k] = v.to_dict() if isinstance(v, Config) else v
+        return type(self).from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain Python values (nested dicts), the form YAML files and run folders store."""
+        return self.model_dump(mode="python")
+
+
+def _field_names(cls: type[pydantic.BaseModel], loc: tuple) -> list[str]:
+    """The field names of the model reached by following ``loc`` (for an unknown-key message)."""
+    model = cls
+    for part in loc:
+        f = model.model_fields.get(part) if isinstance(part, str) else None
+        ann = getattr(f, "annotation", None)
+        if isinstance(ann, type) and issubclass(ann, pydantic.BaseModel):
+            model = ann
+        else:
+            break
+    return sorted(model.model_fields)
+
+
+def format_validation_error(exc: pydantic.ValidationError, cls: type[pydantic.BaseModel], where: str = "") -> str:
+    """The first error of ``exc`` as one line: ``key=value; expected ...`` (``key`` dotted)."""
+    err = exc.errors(include_url=False)[0]
+    loc = tuple(err["loc"])
+    key = ".".join(str(p) for p in loc)
+    prefix = f"{where}: " if where else ""
+    kind, msg, value = err["type"], err["msg"], err.get("input")
+    if kind == "extra_forbidden":
+        parent = ".".join(str(p) for p in loc[:-1])
+        return (f"{prefix}{parent + ': ' if parent else ''}unknown key {loc[-1]!r}; expected one of "
+                f"{_field_names(cls, loc[:-1])}")
+    if kind == "missing":
+        return f"{prefix}{key} is required"
+    msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
+        what = "a finite number " if isinstance(value, float) else ""
+        bound = next(iter(err.get("ctx", {}).values()), "?")
+        msg = f"expected {what}{op} {bound:g}" if isinstance(bound, (int, float)) else f"expected {what}{op} {bound}"
+    elif kind in ("bool_type", "bool_parsing"):
+        msg = "expected a YAML boolean (true or false, unquoted)"
+    elif msg.startswith("Input should be "):
+        msg = "expected " + msg.removeprefix("Input should be ")
+    if not key or (kind == "value_error" and isinstance(value, Mapping)):
+        return f"{prefix}{msg}"  # a check of a whole section: its message names its keys
+    return f"{prefix}{key}={value!r}; {msg}"
+
+
+def yaml_error(exc: yaml.YAMLError) -> str:
+    """One line for a YAML parse error, with its line and column when known."""
+    mark = getattr(exc, "problem_mark", None)
+    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"invalid YAML{at}: {getattr(exc, 'problem', None) or str(exc).splitlines()[0]}"
+
+
+def apply_overrides(cfg: Config, overrides: Iterable[str]) -> Config:
+    """A validated copy of ``cfg`` with ``section.key=value`` overrides applied (values parsed as YAML).
+
+    Raises:
+        ConfigError: an override without ``=`` or a value, with invalid YAML, an unknown key or a bad
+            value (the message names the override).
+    """
+    data = cfg.to_dict()
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r}; expected KEY=VALUE such as grpo.k_ref=2")
+        key, val = item.split("=", 1)
+        key = key.strip()
+        parts = key.split(".")
+        if not key or not all(parts):
+            raise ConfigError(f"override {item!r}: empty key; expected KEY=VALUE such as grpo.k_ref=2")
+        if not val.strip():
+            raise ConfigError(f"override {item!r}: {key} has no value; expected {key}=VALUE")
+        node = data
+        for p in parts[:-1]:
+            if not isinstance(node.get(p), dict):
+                raise ConfigError(f"override {item!r}: {p!r} is not a config section")
+            node = node[p]
+        if parts[-1] not in node:
+            raise ConfigError(f"override {item!r}: unknown key {parts[-1]!r}; expected one of {sorted(node)}")
+        try:
+            node[parts[-1]] = yaml.safe_load(val)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"override {item!r}: the value of {key} is {yaml_error(exc)}") from None
+    return type(cfg).from_dict(data)
