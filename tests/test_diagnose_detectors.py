@@ -140,7 +140,7 @@ def test_entropy_falling_after_the_reward_saturated_is_not_concentration():
     assert res.verdict == "not_detected"
     done = [e for e in res.evidence if e.statistic.startswith("fraction of the reward rise")][0]
     assert done.value > 0.95 and not done.triggered
-    assert res.evidence[0].triggered  # the entropy ratio alone would have fired
+    assert res.evidence[0].gated and not res.evidence[0].triggered  # the entropy ratio alone would have fired
 
 
 def test_threshold_override_changes_the_verdict():

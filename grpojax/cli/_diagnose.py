@@ -6,8 +6,10 @@ import argparse
 import sys
 import warnings
 
-from grpojax.cli._common import CLIError, add_bounds_arg, check_bounds_arg, console, err_console, out_dir, write_json
+from grpojax.cli._common import (CLIError, add_bounds_arg, add_log_read_args, check_bounds_arg, console, err_console,
+                                 log_read_kwargs, out_dir, write_json)
 from grpojax.cli._runs import read_runs, run_folders
+from grpojax.cli._types import SEED, Int, Real, in_path, out_path
 
 DESCRIPTION = """\
 Read a GRPO training log (TRL trainer_state.json or console, verl console/JSONL, TensorBoard,
@@ -31,10 +33,11 @@ Example:
 def register(subparsers) -> None:
     p = subparsers.add_parser("diagnose", help="diagnose failure modes from a training log",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("log", help="log file or folder")
-    p.add_argument("--out", default="out/diagnose", help="output folder (default: out/diagnose)")
+    p.add_argument("log", type=in_path, help="log file or folder")
+    p.add_argument("--out", type=out_path, default="out/diagnose", help="output folder (default: out/diagnose)")
     p.add_argument("--format", default=None, help="force a log format instead of auto-detection")
     p.add_argument("--run", default=None, help="only the run with this name (logs with several runs)")
+    add_log_read_args(p)
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="override a DiagnoseConfig threshold (repeatable)")
     p.add_argument("--no-plot", action="store_true", help="skip the dashboard PNG")
@@ -42,9 +45,9 @@ def register(subparsers) -> None:
     p.add_argument("--bayes", choices=("three_phase", "state_space"), default=None,
                    help="also fit this grpojax.fit NUTS model to the reward curve; its posterior P(C <= 0) "
                         "feeds the instability detector (slow: minutes on a CPU)")
-    p.add_argument("--bayes-samples", type=int, default=300, help="NUTS warmup = samples per chain (default 300)")
-    p.add_argument("--seed", type=int, default=0, help="PRNG seed of the NUTS fit")
-    p.add_argument("--forecast", type=float, default=None, metavar="PREFIX",
+    p.add_argument("--bayes-samples", type=Int(1, 10**6, what="NUTS samples per chain"), default=300, help="NUTS warmup = samples per chain (default 300)")
+    p.add_argument("--seed", type=SEED, default=0, help="PRNG seed of the NUTS fit, in [0, 2^32)")
+    p.add_argument("--forecast", type=Real(0, 1, lo_open=True, hi_open=True, what="a fraction of the run"), default=None, metavar="PREFIX",
                    help="draw grpojax.fit.forecast_window's band (fitted on this fraction of the run, e.g. "
                         "0.5) over the reward on the dashboard (slow: a posterior fit)")
     add_bounds_arg(p, effect="the --forecast and its band are clipped to it")
@@ -75,7 +78,12 @@ def _short_stat(res) -> str:
     """The statistic that decided the verdict, compactly (``name=value``)."""
     if res.verdict == "insufficient_data":
         return "-"
-    shown = [e for e in res.evidence if e.triggered] or [e for e in res.evidence if e.op != "info"]
+    if res.detected:
+        shown = [e for e in res.evidence if e.triggered]
+    else:  # a statistic past its threshold that a gate held back first, marked "(..., gated)"
+        shown = [e for e in res.evidence if e.gated] or [e for e in res.evidence
+                                                          if e.op != "info" and getattr(e, "kind", "") != "gate"]
+    shown = shown or [e for e in res.evidence if e.op != "info"]
     if not shown:
         return "-"
     return shown[0].short()
@@ -131,16 +139,33 @@ def _bayes_fit(r, args):
     return fit
 
 
+def _warn_outside_bounds(r, bounds) -> None:
+    """A warning when the logged reward leaves ``--bounds`` (the forecast is clipped to a range the data break)."""
+    import numpy as np  # noqa: PLC0415
+
+    if bounds is None:
+        return
+    _, y = r.series("reward_mean")
+    y = y[np.isfinite(y)]
+    if y.size and (y.min() < bounds[0] or y.max() > bounds[1]):
+        err_console.print(f"warning: {r.name}: reward_mean ranges over [{y.min():.4g}, {y.max():.4g}], outside --bounds "
+                          f"{bounds[0]:g} {bounds[1]:g}: the forecast is clipped to a range the data leave",
+                          markup=False, highlight=False, soft_wrap=True)
+
+
 def run(args) -> int:
     from grpojax.diagnose import diagnose  # noqa: PLC0415
 
     cfg = _config(args.set)
     if args.forecast is not None and not 0.0 < args.forecast < 1.0:
         raise CLIError(f"--forecast must be a fraction of the run in (0, 1), got {args.forecast}")
+    if args.forecast is not None and args.forecast > 0.9:
+        raise CLIError(f"--forecast {args.forecast:g} leaves less than the final 10% of the run, whose mean is "
+                       "forecast; use at most 0.9")
     bounds = check_bounds_arg(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runs = read_runs(args.log, args.format, args.run)
+        runs = read_runs(args.log, args.format, args.run, **log_read_kwargs(args))
     for w in caught:
         err_console.print(f"warning: {str(w.message).splitlines()[0]}", markup=False, highlight=False)
     out = out_dir(args.out)
@@ -158,6 +183,7 @@ def run(args) -> int:
                 from grpojax.fit import forecast_window  # noqa: PLC0415
 
                 fc = forecast_window(r, prefix=args.forecast, bounds=bounds)
+                _warn_outside_bounds(r, bounds)
                 rep["forecast"] = {"method": fc.method, "status": fc.status, "prefix": args.forecast,
                                    "mean": fc.mean, "lo": fc.lo, "hi": fc.hi, "level": fc.level,
                                    "window": list(fc.window)}

@@ -67,29 +67,56 @@ def _ev(result, metric: str, prefix: str) -> float:
     return float("nan")
 
 
+G_PRACTICAL = 64
+"""The largest group size the degeneracy advice proposes: beyond it sampling cost, not G, is the limit,
+and a change of data helps more."""
+
+
+def _late_mean_reward(run: RunLog) -> float:
+    """Late mean of a reward whose means all lie in [0, 1] (a pass rate), else NaN."""
+    if not run.count("reward_mean"):
+        return float("nan")
+    _, r = run.series("reward_mean")
+    r = r[np.isfinite(r)]
+    if not r.size or np.min(r) < 0 or np.max(r) > 1:
+        return float("nan")
+    return float(np.mean(r[-max(3, r.size // 10):]))
+
+
 def degeneracy(result, run: RunLog, target: float) -> str:
+    """Advice for degenerate groups, pointing the right way.
+
+    Groups are identical either because prompts are always solved (pass rate p near 1) or never solved
+    (p near 0); ``frac_zero_std`` alone cannot tell which (p^G + (1-p)^G is symmetric), the mean reward
+    (a pass rate in [0, 1]) can. Never-solved prompts need easier prompts, a curriculum or partial
+    credit; always-solved prompts need filtering or harder data. A group size is proposed only up to
+    :data:`G_PRACTICAL`.
+    """
     g = _meta_num(run, "group_size")
     frac = _ev(result, "frac_zero_std", "late mean")
+    r_late = _late_mean_reward(run)
+    side = None if not np.isfinite(r_late) else ("never" if r_late < 0.5 else "always")
     p = float("nan")
     if g is not None and np.isfinite(frac):
-        p = pass_rate_from_zero_std(frac, int(g))
-    elif run.count("reward_mean"):
-        _, r = run.series("reward_mean")
-        r = r[np.isfinite(r)]
-        late = r[-max(3, r.size // 10):]
-        if late.size and 0 <= np.min(r) and np.max(r) <= 1:
-            p = float(np.mean(late))
-            p = max(p, 1 - p)
-    if not np.isfinite(p):
-        return ("Most groups carry no learning signal: raise the group size G, filter prompts the policy "
-                "always (or never) solves, or make the reward less binary.")
-    g_new = group_size_for(p, target)
+        p_hi = pass_rate_from_zero_std(frac, int(g))  # the root >= 1/2
+        if np.isfinite(p_hi) and side is not None:
+            p = p_hi if side == "always" else 1.0 - p_hi
+    elif np.isfinite(r_late):
+        p = r_late
     now = f" (now {int(g)})" if g is not None else ""
-    if g_new is None or p >= 0.999:
-        return (f"At pass rate p = {p:.3f} nearly every group is solved: no group size helps; drop solved "
-                f"prompts (dynamic sampling) or move to harder data.")
-    return (f"At the late pass rate p = {p:.3f}, p^G + (1-p)^G <= {target:g} needs G >= {g_new}{now}; "
-            f"or filter always-solved prompts.")
+    g_new = group_size_for(p, target, g_max=G_PRACTICAL) if np.isfinite(p) else None
+    more_g = (f" A group size G >= {g_new}{now} would keep degenerate groups under {target:.0%} at this pass rate."
+              if g_new is not None and (g is None or g_new > g) else "")
+    at = f" (late pass rate p = {p:.3g})" if np.isfinite(p) else ""
+    if side == "never":
+        return (f"Most groups carry no signal because the prompts are almost never solved{at}: use easier "
+                f"prompts or a curriculum, filter prompts the policy never solves, or give partial credit "
+                f"(a denser reward).{more_g}")
+    if side == "always":
+        return (f"Most groups carry no signal because the prompts are almost always solved{at}: drop "
+                f"always-solved prompts (dynamic sampling) or move to harder data.{more_g}")
+    return ("Most groups carry no learning signal: filter prompts the policy always or never solves (the "
+            "mean reward would tell which), make the reward less binary, or raise the group size G" + now + ".")
 
 
 def instability(result, run: RunLog) -> str:
@@ -165,11 +192,23 @@ def kl(result, run: RunLog) -> str:
 
 
 def grad(result, run: RunLog, g: np.ndarray) -> str:
-    """Advice for gradient spikes; ``g`` holds the grad norms of the steps without a spike."""
+    """Advice for gradient spikes; ``g`` holds the grad norms of the steps without a spike.
+
+    The clip level proposed is below every flagged spike: the 99th percentile of the steps without a
+    spike, lowered where needed to the geometric mean of the smallest spike and its running median
+    (``panel_data["spike_levels"]``: ``(spike, median)`` pairs).
+    """
     g = np.asarray(g, float)
     g = g[np.isfinite(g) & (g > 0)]
-    cap = f" at ~{np.percentile(g, 99):.3g} (99th percentile of the steps without a spike)" if g.size else ""
-    return f"Clip the gradient norm{cap} and lower lr; check the steps of the spikes for bad batches."
+    if not g.size:
+        return "Clip the gradient norm and lower lr; check the steps of the non-finite grad norms for bad batches."
+    cap = float(np.percentile(g, 99))
+    where = "99th percentile of the steps without a spike"
+    levels = result.panel_data.get("spike_levels") or []
+    below = [float(np.sqrt(v * m)) for v, m in levels if np.isfinite(v) and np.isfinite(m) and v > m > 0]
+    if below and cap >= min(v for v, _ in levels):
+        cap, where = min(below), "between the smallest spike and its running median"
+    return f"Clip the gradient norm at ~{cap:.3g} ({where}) and lower lr; check the steps of the spikes for bad batches."
 
 
 def components(result, top: str, flat: list[str], share: float) -> str:

@@ -37,6 +37,12 @@ gap reads better. Measured gaps (quick benchmark, 2026-11-29):
   over initial median entropy). The off-policy run with 16 epochs per rollout reaches 5.1 (0.9 -> 6.9
   nats while its reward falls to exactly zero); every other run of the corpus with an entropy column
   stays <= 2.0 (most fall, to 0.07-0.9 of their start).
+- Numerical blow-up (``grpojax.diagnose._blowup``): non-finite values of grad norm, KL, loss,
+  reward, entropy or importance ratios; a grad norm or loss ``10 ** blowup_orders = 10^4`` times its
+  early level; a KL of ``blowup_kl = 10`` nats per token; an entropy at ``blowup_entropy_rel = 1e-6``
+  of its initial level. These are orders of magnitude beyond any working run (healthy grad norms move
+  within one or two orders; a per-token KL of 10 nats makes the reference's tokens e^10 times less
+  likely), chosen before looking at any run and not tuned.
 - Reward hacking, ``decoupling = 0.45`` ((train gain - eval gain) after eval saturated, over the train
   range): labelled 1.1-2.2; the only other run whose significance gates (``decoupling_z = 3``) held
   had 0.18 (mid-point 0.45). ``decoupling_min_range_sd = 5`` keeps flat, noisy train curves from
@@ -121,6 +127,9 @@ class DiagnoseConfig:
         collapse_lost_fraction: instability when the run lost >= this fraction of its reward gain by the end ...
         collapse_min_rise_sd: ... after a gain of at least this many per-step noise standard deviations.
         entropy_blowup_ratio: instability when the late/initial median entropy is >= this.
+        blowup_orders: numerical blow-up when grad_norm or the loss reaches 10**this times its early level.
+        blowup_kl: numerical blow-up when the KL reaches this many nats.
+        blowup_entropy_rel: numerical blow-up when the entropy falls to this fraction of its initial level.
         hacking_end_fraction: fraction of the eval points (at least 2) averaged as "the end".
         min_eval_points: fewest eval points overall for the hacking detector.
         decoupling: reward hacking when, after eval saturated, (train gain - eval gain) / train range
@@ -178,6 +187,10 @@ class DiagnoseConfig:
     collapse_lost_fraction: float = 0.8
     collapse_min_rise_sd: float = 3.0
     entropy_blowup_ratio: float = 3.0
+    # numerical blow-up (orders of magnitude, not tuned)
+    blowup_orders: float = 4.0
+    blowup_kl: float = 10.0
+    blowup_entropy_rel: float = 1e-6
     # reward hacking
     hacking_end_fraction: float = 0.2
     min_eval_points: int = 4

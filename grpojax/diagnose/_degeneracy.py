@@ -7,6 +7,18 @@ signal. Detected when ``frac_zero_std`` or ``reward_std`` passes its threshold i
 (:class:`~grpojax.diagnose.DiagnoseConfig`). The fraction of exactly-zero grad norms is reported with
 them as supporting evidence; it decides the verdict only when neither variance column is logged,
 because a zero gradient alone is ambiguous (a saturated softmax, a masked loss).
+
+When neither ``frac_zero_std`` nor ``reward_std`` is logged, the fraction is estimated from the mean
+reward and the group size G (``meta["group_size"]``, taken from the run's arguments or config): for a
+pass/fail reward a prompt with pass rate p gives a group of G identical rewards with probability
+p^G + (1 - p)^G. The estimate uses the late mean reward as p. Prompts differ in pass rate, and
+p -> p^G + (1 - p)^G is convex, so by Jensen's inequality the mean over prompts (and over the steps of
+the late window) of p_i^G + (1 - p_i)^G is at least the value at the mean pass rate: the estimate is a
+*lower bound* of the true fraction (the upper bound is 1: prompts that are either always or never
+solved give any mean). A detection from the estimate therefore holds for any spread of pass rates; a
+miss does not rule degeneracy out. It assumes a 0/1 reward per completion (checked only as far as the
+log allows: every mean reward in [0, 1]); with partial credit identical groups are rarer and the
+formula does not apply.
 """
 
 from __future__ import annotations
@@ -14,11 +26,29 @@ from __future__ import annotations
 import numpy as np
 
 from grpojax.logs import RunLog
+from grpojax.diagnose._advice import zero_std_fraction
 from grpojax.diagnose._config import DiagnoseConfig
 from grpojax.diagnose._stats import centred_mean, clip_window, edge_windows, episodes_from_mask
 from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
 
 MODE = "advantage_degeneracy"
+
+
+def group_size(run: RunLog) -> int | None:
+    """The run's group size G from its meta (``group_size``), or None when unknown."""
+    v = run.meta.get("group_size")
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v >= 2 and v == int(v):
+        return int(v)
+    return None
+
+
+def _binary_range(run: RunLog, cfg: DiagnoseConfig) -> bool:
+    """Enough mean-reward points, all in [0, 1] (what a 0/1 reward's means look like)."""
+    if run.count("reward_mean") < cfg.min_points:
+        return False
+    _, r = run.series("reward_mean")
+    r = r[np.isfinite(r)]
+    return bool(r.size >= cfg.min_points and r.min() >= 0.0 and r.max() <= 1.0)
 
 
 def _zero_grad_mask(g: np.ndarray, cfg: DiagnoseConfig) -> np.ndarray:
@@ -44,10 +74,29 @@ def detect_advantage_degeneracy(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     panel: dict = {}
     have_fzs = run.count("frac_zero_std") >= cfg.min_points
     have_std = run.count("reward_std") >= cfg.min_points
-    if not (have_fzs or have_std):
+    g = group_size(run)
+    have_est = not (have_fzs or have_std) and g is not None and _binary_range(run, cfg)
+    if not (have_fzs or have_std or have_est):
+        why = ("G unknown" if g is None else "mean reward outside [0, 1]") if run.count("reward_mean") else ""
         return ModeResult(MODE, "insufficient_data",
                           reason=f"needs >= {cfg.min_points} points of frac_zero_std or reward_std "
-                                 f"(has {run.count('frac_zero_std')} and {run.count('reward_std')})")
+                                 f"(has {run.count('frac_zero_std')} and {run.count('reward_std')}), or a 0/1 "
+                                 f"mean reward and the group size G" + (f" ({why})" if why else ""))
+    if have_est:
+        s, r = run.series("reward_mean")
+        ok = np.isfinite(r)
+        s, r = s[ok], r[ok]
+        _, late = edge_windows(r.size, cfg.edge_fraction, cfg.min_window_points)
+        p = float(np.mean(r[late]))
+        est = zero_std_fraction(p, g)
+        ev.append(make_evidence(
+            "reward_mean", s[late],
+            f"estimated zero-variance group fraction p^G + (1-p)^G at late mean reward p = {p:.3g}, G = {g} "
+            "(assumes a 0/1 reward; a lower bound when pass rates differ across prompts)",
+            est, cfg.frac_zero_std_late, ">=", kind="fraction"))
+        f_all = np.array([zero_std_fraction(float(x), g) for x in centred_mean(r, max(1, cfg.min_window_points))])
+        episodes += episodes_from_mask(s, f_all >= cfg.frac_zero_std_late, min_len=2)
+        panel["estimated_frac_zero_std"] = (s, f_all)
     if have_fzs:
         s, v = run.series("frac_zero_std")
         _, late = edge_windows(v.size, cfg.edge_fraction, cfg.min_window_points)
@@ -80,7 +129,7 @@ def detect_advantage_degeneracy(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
         frac = float(np.mean(zero[half]))
         e = make_evidence("grad_norm", s[half], "fraction of zero grad norms (2nd half)", frac,
                           cfg.zero_grad_fraction, ">=", kind="fraction")
-        if have_fzs or have_std:
+        if have_fzs or have_std or have_est:
             # zero gradients alone are ambiguous (a saturated softmax, masked losses): with a variance
             # column logged they support the verdict but do not make it
             e = e._replace(role="supporting")

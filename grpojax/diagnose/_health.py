@@ -37,6 +37,7 @@ import numpy as np
 from scipy import ndimage, stats
 
 from grpojax.diagnose import _advice
+from grpojax.diagnose._blowup import blowup_evidence, nonfinite_steps
 from grpojax.diagnose._config import DiagnoseConfig
 from grpojax.diagnose._stats import centred_mean, clip_window, edge_windows, episodes_from_mask, initial_window
 from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
@@ -240,17 +241,17 @@ def detect_kl_drift(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     third = slice(n - max(n // 3, 3), n)
     tail = stats.linregress(x[third], med[third])
     t_tail = float(tail.slope / tail.stderr) if tail.stderr > 0 else (np.inf if tail.slope > 0 else 0.0)
-    ratio = float(tail.slope / whole.slope) if whole.slope > 0 else float("nan")
-    e = make_evidence("kl", s[third], "last-third slope / whole-run slope (running median)", ratio,
-                      cfg.kl_growth_ratio, ">=", kind="gate")
-    gates = []
+    # the ratio of a growth rate exists only where there is growth to measure: a last-third slope that is
+    # not significant (t < kl_growth_t) or a KL below kl_min_level leaves it undefined (not gated)
+    why = []
     if t_tail < cfg.kl_growth_t:
-        gates.append(f"slope t {t_tail:.2g} < {cfg.kl_growth_t:g}")
+        why.append(f"slope t {t_tail:.2g} < {cfg.kl_growth_t:g}")
     if level < cfg.kl_min_level:
-        gates.append(f"level {level:.2g} < {cfg.kl_min_level:g}")
-    if e.triggered and gates:
-        e = e._replace(triggered=False, statistic=e.statistic + " [" + "; ".join(gates) + "]")
-    elif e.triggered:
+        why.append(f"level {level:.2g} < {cfg.kl_min_level:g}")
+    ratio = float(tail.slope / whole.slope) if whole.slope > 0 and not why else float("nan")
+    stat = "last-third slope / whole-run slope (running median)" + (f" [no growth: {'; '.join(why)}]" if why else "")
+    e = make_evidence("kl", s[third], stat, ratio, cfg.kl_growth_ratio, ">=", kind="ratio")
+    if e.triggered:
         e = e._replace(score=float(np.clip(0.5 * ratio, 0.0, 1.0)))
     ev.append(e)
     ev.append(make_evidence("kl", s[third], "last-third slope t-statistic", t_tail))
@@ -264,16 +265,22 @@ def detect_kl_drift(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
 def detect_gradient_spikes(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     """Gradient-norm spikes: robust z-score of log grad norm against its running median."""
     mode = "gradient_spikes"
-    if run.count("grad_norm") < cfg.min_points:
+    if run.count("grad_norm") < cfg.min_points and not nonfinite_steps(run, "grad_norm")[0]:
         return _insufficient(mode, f">= {cfg.min_points} points of grad_norm", run, ("grad_norm",))
     s_all, g_all = run.series("grad_norm")
     ev: list[Evidence] = []
     bad = ~np.isfinite(g_all)
     episodes: list[tuple[float, float]] = []
-    if bad.any():  # an infinite (overflowed) gradient is the strongest spike there is
-        ev.append(make_evidence("grad_norm", s_all[bad], "non-finite grad norms", float(bad.sum()), 1, ">=",
-                                kind="flag"))
+    n_bad, first_bad = nonfinite_steps(run, "grad_norm")
+    if n_bad:  # a NaN / infinite (overflowed) gradient is the strongest spike there is
+        at = f"first at step {first_bad:g}" if np.isfinite(first_bad) else "step not known"
+        ev.append(make_evidence("grad_norm", (first_bad, first_bad) if np.isfinite(first_bad) else s_all,
+                                f"non-finite grad norms ({at})", float(n_bad), 1, ">=", kind="flag"))
         episodes += [(float(a), float(a)) for a in s_all[bad]]
+        if np.isfinite(first_bad):
+            episodes.append((first_bad, first_bad))
+    # a jump of orders of magnitude the run never comes back from (a level shift, not a spike): blow-up
+    ev += [e for e in blowup_evidence(run, cfg)[0] if e.metric == "grad_norm" and "orders" in e.statistic]
     pos = np.isfinite(g_all) & (g_all > 0)
     if pos.sum() >= cfg.min_points:
         # quiet steps: more than grad_spike_ratio x below the local median (every group had zero reward
@@ -284,7 +291,7 @@ def detect_gradient_spikes(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
         pos[np.flatnonzero(pos)[quiet]] = False
     s, g = s_all[pos], g_all[pos]
     if g.size < cfg.min_points:
-        if bad.any():
+        if n_bad:
             return _finish(mode, ev, episodes, {}, lambda r: _advice.grad(r, run, g))
         return _insufficient(mode, f">= {cfg.min_points} positive finite grad norms", run, ("grad_norm",))
     lg = np.log(g)
@@ -306,7 +313,8 @@ def detect_gradient_spikes(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     ev.append(make_evidence("grad_norm", s[k:k + 1], "that grad norm / running median", float(ratio[k])))
     ev.append(make_evidence("grad_norm", s, "number of spikes", float(spike.sum())))
     episodes += [(float(a), float(a)) for a in s[spike]]
-    panel = {"grad_norm": (s, g), "spike_steps": s[spike], "median": (s, np.exp(base))}
+    panel = {"grad_norm": (s, g), "spike_steps": s[spike], "median": (s, np.exp(base)),
+             "spike_levels": [(float(a), float(b)) for a, b in zip(g[spike], np.exp(base[spike]))]}
     return _finish(mode, ev, episodes, panel, lambda r: _advice.grad(r, run, g[~spike]))
 
 

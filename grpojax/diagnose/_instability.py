@@ -13,7 +13,8 @@ limit cycle or diverges, and gradient norms / importance ratios grow. Evidence (
   a boundary (p -> 1 in the bandit, a crash in an LLM run), where the oscillation stops.
   When ``reward_std`` is logged the residual is first divided by the (smoothed) within-group reward
   std, so that a run whose sampling noise grows as p moves towards 1/2 is not mistaken for one whose
-  oscillation grows.
+  oscillation grows; without it, a reward in [0, 1] is divided by sqrt(m (1 - m)) of its trend m (the
+  largest sd a bounded reward with mean m can have), for the same reason.
 - a reward collapse (the escape past the threshold): the run lost ``>= collapse_lost_fraction`` of its
   gain by the end (smoothed peak minus late median over smoothed peak minus initial median), after a
   gain of ``>= collapse_min_rise_sd`` per-step noise standard deviations;
@@ -22,7 +23,9 @@ limit cycle or diverges, and gradient norms / importance ratios grow. Evidence (
   with the reward is exploration; the concentration detector watches the opposite direction);
 - ``grad_norm`` late/early median ratio ``>= grad_norm_growth``;
 - ``is_ratio_max`` late median ``>= is_ratio_max_late``;
-- non-finite reward / grad norm / ratio values (divergence);
+- a numerical blow-up (:mod:`grpojax.diagnose._blowup`): non-finite grad norm, KL, loss, reward,
+  entropy or ratio values, a grad norm or loss four orders of magnitude above its early level, a KL of
+  10 nats, an entropy at 1e-6 of its start -- reported at the first step it appears;
 - a Bayesian fit's posterior ``P(C <= 0) >= p_unstable`` when one is passed to
   :func:`grpojax.diagnose.diagnose`.
 """
@@ -33,6 +36,7 @@ import numpy as np
 from scipy import stats
 
 from grpojax.logs import RunLog
+from grpojax.diagnose._blowup import blowup_evidence
 from grpojax.diagnose._config import DiagnoseConfig
 from grpojax.diagnose._stats import (centred_mean, clip_window, early_window, edge_windows, episodes_from_mask,
                                      initial_window, lag1_autocorr)
@@ -42,7 +46,13 @@ MODE = "dynamical_instability"
 
 
 def oscillation_residual(run: RunLog, cfg: DiagnoseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Detrended (and noise-normalised when ``reward_std`` exists) reward: ``(steps, resid, trend)``."""
+    """Detrended and noise-normalised reward: ``(steps, resid, trend)``.
+
+    The residual is divided by the smoothed ``reward_std`` when it is logged, else, for a reward in
+    [0, 1], by sqrt(trend (1 - trend)), the largest noise sd a bounded reward with that mean can have
+    (Bhatia-Davis inequality; the binomial sd of a 0/1 reward): a curve rising steadily from near 0 is
+    quiet at first because its noise is bounded there, which is not an oscillation growing.
+    """
     s, r = run.series("reward_mean")
     keep = np.isfinite(r)
     s, r = s[keep], r[keep]
@@ -53,6 +63,13 @@ def oscillation_residual(run: RunLog, cfg: DiagnoseConfig) -> tuple[np.ndarray, 
         ss, sd = run.series("reward_std")
         sd = np.interp(s, ss, np.abs(np.nan_to_num(sd, nan=0.0, posinf=0.0)))
         sd = centred_mean(sd, w)
+        floor = max(0.1 * float(np.max(sd)) if sd.size else 0.0, 1e-12)
+        resid = resid / np.maximum(sd, floor)
+    elif r.size and np.min(r) >= 0.0 and np.max(r) <= 1.0:
+        # no reward_std, a reward in [0, 1]: the noise sd of a mean reward m is at most proportional to
+        # sqrt(m (1 - m)) (Bhatia-Davis; exactly so for a 0/1 reward). A run rising from near 0 has a quiet
+        # first block only because its noise is bounded there, not because a later oscillation grew.
+        sd = np.sqrt(np.clip(trend * (1.0 - trend), 0.0, None))
         floor = max(0.1 * float(np.max(sd)) if sd.size else 0.0, 1e-12)
         resid = resid / np.maximum(sd, floor)
     return s, resid, trend
@@ -101,14 +118,17 @@ def _collapse_evidence(run: RunLog, cfg: DiagnoseConfig, episodes: list) -> list
     peak, r1 = float(smooth[k]), float(np.median(r[late]))
     noise = float(np.std(np.diff(r)) / np.sqrt(2.0))
     gain = peak - r0
-    lost = (peak - r1) / gain if gain > 0 else float("nan")
-    e = make_evidence("reward_mean", np.r_[s[k], s[late]], "fraction of the reward gain lost by the end", lost,
-                      cfg.collapse_lost_fraction, ">=", kind="fraction")
     z = gain / noise if noise > 0 else (np.inf if gain > 0 else 0.0)
-    if e.triggered and z < cfg.collapse_min_rise_sd:
-        e = e._replace(triggered=False, score=0.0,
-                       statistic=e.statistic + f" [gain {z:.2g} noise sd < {cfg.collapse_min_rise_sd:g}]")
-    elif e.triggered:
+    # a fraction of a gain exists only when there was a gain: below collapse_min_rise_sd noise sd the
+    # "gain" is noise and the fraction is undefined (not a large number held back by a gate)
+    real_gain = gain > 0 and z >= cfg.collapse_min_rise_sd
+    lost = (peak - r1) / gain if real_gain else float("nan")
+    stat = "fraction of the reward gain lost by the end"
+    if not real_gain:
+        stat += f" [no gain: {z:.2g} noise sd < {cfg.collapse_min_rise_sd:g}]"
+    e = make_evidence("reward_mean", np.r_[s[k], s[late]], stat, lost, cfg.collapse_lost_fraction, ">=",
+                      kind="fraction")
+    if e.triggered:
         e = e._replace(score=float(np.clip(lost, 0.0, 1.0)))
         episodes.append((float(s[k]), float(s[-1])))
     return [e, make_evidence("reward_mean", s[k:k + 1], "smoothed reward peak", peak),
@@ -137,14 +157,11 @@ def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
     episodes: list[tuple[float, float]] = []
     panel: dict = {}
     used = []
-    for col in ("reward_mean", "grad_norm", "is_ratio_max", "is_ratio_mean"):
-        if run.count(col) >= 1:
-            s, v = run.series(col)
-            bad = ~np.isfinite(v)
-            if bad.any():
-                ev.append(make_evidence(col, s[bad], "non-finite values", float(bad.sum()), 1, ">=",
-                                        kind="flag"))
-                episodes.append((float(s[bad][0]), float(s[-1])))
+    blow, blow_episodes = blowup_evidence(run, cfg)
+    ev += blow
+    episodes += blow_episodes
+    if blow:
+        used.append("blow-up")
     if run.count("reward_mean") >= 4 * cfg.oscillation_min_block:
         used.append("reward_mean")
         s, resid, trend = oscillation_residual(run, cfg)

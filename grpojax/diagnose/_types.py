@@ -51,6 +51,8 @@ class Evidence(NamedTuple):
         score: this evidence's severity contribution in ``[0, 1]`` (0 when not triggered).
         role: ``"decisive"`` (can make the verdict) or ``"supporting"`` (shown, compared with its
             threshold, but does not decide the verdict on its own).
+        kind: how the score is computed (:func:`make_evidence`); ``"gate"`` marks a precondition
+            rather than a measure of the failure.
     """
 
     metric: str
@@ -62,6 +64,17 @@ class Evidence(NamedTuple):
     triggered: bool
     score: float
     role: str = "decisive"
+    kind: str = "ratio"
+
+    @property
+    def past(self) -> bool:
+        """The value is past its threshold (whether or not it counted: see :attr:`gated`)."""
+        return _past(self.value, self.threshold, self.op)
+
+    @property
+    def gated(self) -> bool:
+        """The value is past its threshold but did not count (another condition held it back)."""
+        return self.past and not self.triggered
 
     def describe(self) -> str:
         """One line: ``metric statistic = value (op threshold) over steps a-b``."""
@@ -71,8 +84,9 @@ class Evidence(NamedTuple):
             return f"{self.metric} {self.statistic} = {_fmt(self.value)} ({rng})"
         mark = "!" if self.triggered else " "
         sup = ", supporting" if self.role == "supporting" else ""
+        gated = ", gated" if self.gated else ""
         return (f"{mark}{self.metric} {self.statistic} = {_fmt(self.value)} "
-                f"({self.op} {_fmt(self.threshold)}{sup}; {rng})")
+                f"({self.op} {_fmt(self.threshold)}{sup}{gated}; {rng})")
 
     def short(self) -> str:
         """The evidence as one short phrase, ``name value (op threshold)``, for narrow terminals; a value past
@@ -80,9 +94,32 @@ class Evidence(NamedTuple):
         name = self.metric.split(",")[0].split("/")[-1]
         if self.op == "info":
             return f"{name} {_fmt(self.value)}"
-        past = (self.value >= self.threshold) if self.op == ">=" else (self.value <= self.threshold)
-        gated = ", gated" if past and not self.triggered else ""
+        gated = ", gated" if self.gated else ""
         return f"{name} {_fmt(self.value)} ({self.op} {_fmt(self.threshold)}{gated})"
+
+
+FAR_PAST = 10.0
+"""A statistic at least this factor past its threshold (``value >= 10 x threshold`` for ``>=``,
+``value <= threshold / 10`` for ``<=``) counts whatever gate would hold it back (:func:`finish_result`)."""
+
+
+def _past(value: float, threshold: float, op: str) -> bool:
+    if op not in (">=", "<=", ">", "<") or value is None or not np.isfinite(value):
+        return False
+    if op in (">=", ">"):
+        return bool(value >= threshold) if op == ">=" else bool(value > threshold)
+    return bool(value <= threshold) if op == "<=" else bool(value < threshold)
+
+
+def far_past(e: "Evidence", factor: float = FAR_PAST) -> bool:
+    """``e``'s value is ``factor`` times past a positive threshold (a zero or negative threshold has no
+    "times past"; a gate is never far past: it is a precondition, not a measure)."""
+    if e.kind == "gate" or e.op not in (">=", "<=") or not np.isfinite(e.value):
+        return False
+    t = e.threshold
+    if not np.isfinite(t) or t <= 0:
+        return False
+    return bool(e.value >= factor * t) if e.op == ">=" else bool(0 <= e.value <= t / factor)
 
 
 def _fmt(x: float) -> str:
@@ -125,25 +162,30 @@ def make_evidence(metric: str, steps: np.ndarray | tuple[float, float], statisti
         triggered = bool(value <= threshold)
     else:
         raise InvalidValueError(f"op must be '>=', '<=' or 'info', got {op!r}")
-    score = 0.0
-    if triggered:
-        if kind == "ratio":
-            lv, lt = np.log(max(value, 1e-300)), np.log(threshold)
-            score = 1.0 if lt == 0 else float(np.clip(lv / (2 * lt), 0.0, 1.0))
-        elif kind == "level":
-            r = value / threshold if op == ">=" else threshold / max(value, 1e-300)
-            score = float(np.clip(0.5 + 0.5 * np.log10(max(r, 1e-300)), 0.0, 1.0))
-        elif kind in ("fraction", "probability"):
-            score = float(np.clip(value if op == ">=" else 1 - value, 0.0, 1.0))
-        elif kind == "zscore":
-            score = float(np.clip(value / (2 * threshold), 0.0, 1.0))
-        elif kind == "flag":
-            score = 1.0
-        elif kind == "gate":  # a condition that must hold but says nothing about how severe
-            score = 0.0
-        else:
-            raise InvalidValueError(f"kind must be ratio/level/fraction/probability/zscore/flag/gate, got {kind!r}")
-    return Evidence(metric, step_range, statistic, value, threshold, op, triggered, score)
+    if kind not in _KINDS:
+        raise InvalidValueError(f"kind must be ratio/level/fraction/probability/zscore/flag/gate, got {kind!r}")
+    score = _score(value, threshold, op, kind) if triggered else 0.0
+    return Evidence(metric, step_range, statistic, value, threshold, op, triggered, score, kind=kind)
+
+
+_KINDS = ("ratio", "level", "fraction", "probability", "zscore", "flag", "gate")
+
+
+def _score(value: float, threshold: float, op: str, kind: str) -> float:
+    """Severity score of a triggered comparison (see :func:`make_evidence`)."""
+    if kind == "ratio":
+        lv, lt = np.log(max(value, 1e-300)), np.log(threshold)
+        return 1.0 if lt == 0 else float(np.clip(lv / (2 * lt), 0.0, 1.0))
+    if kind == "level":
+        r = value / threshold if op == ">=" else threshold / max(value, 1e-300)
+        return float(np.clip(0.5 + 0.5 * np.log10(max(r, 1e-300)), 0.0, 1.0))
+    if kind in ("fraction", "probability"):
+        return float(np.clip(value if op == ">=" else 1 - value, 0.0, 1.0))
+    if kind == "zscore":
+        return float(np.clip(value / (2 * threshold), 0.0, 1.0))
+    if kind == "flag":
+        return 1.0
+    return 0.0  # a gate: a condition that must hold but says nothing about how severe
 
 
 def severity_level(severity: float) -> str:
@@ -249,17 +291,47 @@ class Diagnosis:
         }
 
 
+def _unhide(e: Evidence) -> Evidence:
+    """A decisive statistic :data:`FAR_PAST` times past its threshold counts, whatever held it back."""
+    if e.role != "decisive" or e.triggered or not far_past(e):
+        return e
+    return e._replace(triggered=True, score=_score(e.value, e.threshold, e.op, e.kind),
+                      statistic=e.statistic + f" [{FAR_PAST:g}x past its threshold: counts whatever the gates say]")
+
+
 def finish_result(mode: str, evidence: list[Evidence], episodes, panel_data: dict,
                   *, require_all: bool = False) -> ModeResult:
-    """Combine evidence into a verdict: detected when any (``require_all``: every non-info) evidence
-    triggered; severity = the largest score of the triggered evidence."""
+    """Combine evidence into a verdict: detected when any (``require_all``: every non-info) decisive
+    evidence triggered; severity = the largest score of the triggered evidence.
+
+    No gate hides a statistic :data:`FAR_PAST` times past its threshold: such a statistic triggers (and
+    with ``require_all`` decides the verdict on its own). When the verdict is ``not_detected`` although a
+    statistic passed its threshold, that statistic is marked gated (``Evidence.gated``) and the reason
+    names what held it back.
+    """
+    evidence = [_unhide(e) for e in evidence]
     gating = [e for e in evidence if e.op != "info" and e.role == "decisive"]
     trig = [e for e in gating if e.triggered]
-    hit = bool(gating) and (len(trig) == len(gating) if require_all else bool(trig))
-    ordered = tuple(trig + [e for e in evidence if e not in trig])
+    if require_all:
+        far = [e for e in trig if far_past(e)]
+        hit = bool(gating) and (len(trig) == len(gating) or bool(far))
+    else:
+        hit = bool(trig)
     if hit:
+        ordered = tuple(trig + [e for e in evidence if e not in trig])
         sev = max(e.score for e in trig)
         reason = "; ".join(e.describe().lstrip("!") for e in trig)
         return ModeResult(mode, "detected", sev, ordered, reason, tuple(sorted(set(episodes))), panel_data)
-    return ModeResult(mode, "not_detected", 0.0, ordered, "no statistic passed its threshold", (),
-                      panel_data)
+    # not detected: a measure that passed its threshold was held back by a failing gate -> mark it gated
+    failed = [e for e in gating if not e.triggered and e.kind == "gate"]
+    note = "; ".join(f"{e.statistic} = {_fmt(e.value)} (not {e.op} {_fmt(e.threshold)})" for e in failed)
+    out = []
+    for e in evidence:
+        if e.triggered and e.kind != "gate" and e.role == "decisive":
+            e = e._replace(triggered=False, score=0.0, statistic=e.statistic + f" [gated by: {note}]")
+        out.append(e)
+    gated = [e for e in out if e.gated and e.role == "decisive"]
+    reason = ("no statistic passed its threshold" if not gated else
+              "past its threshold but gated: " + "; ".join(e.describe().strip() for e in gated))
+    ordered = tuple(gated + [e for e in out if e not in gated])
+    return ModeResult(mode, "not_detected", 0.0, ordered, reason, (), panel_data)
