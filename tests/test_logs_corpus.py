@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
-from grpojax.logs import CANONICAL_COLUMNS, LogFormatError, merge_runs, read_log, read_logs
+from grpojax.logs import CANONICAL_COLUMNS, LogWarning, merge_runs, read_log, read_logs
 
 #: run id -> (original files in the order they were written, format to read them as)
 STANDARD = {
@@ -95,8 +95,9 @@ def test_restarted_custom_csv_splits_into_runs(real_runs, rid):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runs = read_logs(src, format="wandb_csv")
-        with pytest.raises(LogFormatError, match=r"holds 2 runs .*run=NAME"):
-            read_log(src, format="wandb_csv")
+    with pytest.warns(LogWarning, match=r"holds 2 runs .*read the last, 'reward_log#2'"):
+        last = read_log(src, format="wandb_csv")  # read_log: the last run of a restarted file
+    np.testing.assert_array_equal(last.steps, runs[1].steps)
     with open(src, newline="") as f:
         steps = [int(r["step"]) for r in csv.DictReader(f)]
     restart = next(i for i in range(1, len(steps)) if steps[i] <= steps[0])

@@ -34,7 +34,6 @@ def _err(path, match, **kw):
         ("empty.log", "empty file"),
         ("unknown.txt", "unknown log format"),
         ("no_reward.json", "no reward column"),
-        ("broken_middle.jsonl", "line 5 is not valid JSON"),
         ("bad_step.jsonl", "step value 1.5 is not an integer"),
     ],
 )
@@ -42,12 +41,22 @@ def test_errors_name_file_and_problem(name, match):
     _err(BAD / name, match)
 
 
+def test_a_broken_jsonl_line_in_the_middle_is_skipped_and_counted():
+    """A line that is not JSON is skipped with a warning naming it; the report counts it."""
+    path = BAD / "broken_middle.jsonl"
+    with pytest.warns(LogWarning, match=r"skipped 1 of \d+ lines that are not JSON objects \(first: line 5\)"):
+        run = read_log(path)
+    assert run.report.skipped_rows["lines that are not JSON"] == {"count": 1, "first_line": 5}
+    good = [json.loads(x) for x in path.read_text().splitlines() if x.strip().startswith("{") and x.strip().endswith("}")]
+    assert len(run) == len(good)
+
+
 def test_errors_made_on_the_fly(tmp_path):
     p = tmp_path / "x.json"
     p.write_text('{"log_history": [{"reward": 1.0}]}')
     _err(p, "log_history[0] has no 'step'")
     p.write_text('{"foo": 1}')
-    _err(p, "without a 'log_history' list")
+    _err(p, "JSON without a table of metrics")
     p.write_text('{"log_history": [{"reward": 1.0, "step": 1}, ')
     _err(p, "truncated JSON")
     p = tmp_path / "empty.json"

@@ -58,6 +58,38 @@ def check_bounds_arg(args) -> tuple[float, float] | None:
         raise CLIError(f"--bounds must be two finite numbers LO < HI, got {args.bounds[0]} {args.bounds[1]}") from None
 
 
+def add_log_read_args(p) -> None:
+    """``--map CANONICAL=SOURCE`` (repeatable) and ``--explain``: the log-reading flags of every command that reads a log."""
+    p.add_argument("--map", action="append", default=[], metavar="CANONICAL=SOURCE",
+                   help="read the log's column SOURCE as the canonical column CANONICAL (e.g. --map reward_mean=acc_mean; "
+                        "repeatable); for names the built-in alias table does not know")
+    p.add_argument("--explain", action="store_true",
+                   help="print how the log was read: the column behind each canonical one, what was kept and skipped")
+
+
+def log_read_kwargs(args) -> dict:
+    """``{"mapping": {canonical: source} or None, "explain": bool}`` from ``--map`` / ``--explain`` (one-line errors)."""
+    mapping = {}
+    for item in getattr(args, "map", None) or []:
+        canon, sep, src = item.partition("=")
+        if not sep or not canon.strip() or not src.strip():
+            raise CLIError(f"--map expects CANONICAL=SOURCE (e.g. reward_mean=acc_mean), got {item!r}")
+        mapping[canon.strip()] = src.strip()
+    if mapping:
+        from grpojax.logs import CANDIDATES  # noqa: PLC0415
+
+        bad = [c for c in mapping if c not in CANDIDATES]
+        if bad:
+            raise CLIError(f"--map {bad[0]}=...: {bad[0]!r} is not a canonical column; valid names: {', '.join(CANDIDATES)}")
+    return {"mapping": mapping or None, "explain": bool(getattr(args, "explain", False))}
+
+
+def explain_runs(runs) -> None:
+    """Print each run's read report (``--explain``) on stderr."""
+    for r in runs:
+        err_console.print(r.report.explain(), markup=False, highlight=False, soft_wrap=True)
+
+
 def add_oscillator_args(p, *, group_size_help: str, instant_help: str) -> None:
     """The hyperparameters of the oscillator shared by ``predict`` and ``simulate``."""
     p.add_argument("--eta", type=float, required=True, help="learning rate η > 0")

@@ -8,7 +8,8 @@ import sys
 import warnings
 
 from grpojax._io import save_figure
-from grpojax.cli._common import CLIError, add_bounds_arg, check_bounds_arg, console, out_dir, write_json
+from grpojax.cli._common import (CLIError, add_bounds_arg, add_log_read_args, check_bounds_arg, console, log_read_kwargs,
+                                 out_dir, write_json)
 from grpojax.cli._runs import read_runs, run_folders, slug
 
 DESCRIPTION = """\
@@ -45,6 +46,7 @@ def register(subparsers) -> None:
     p.add_argument("--metric", default="reward_mean", help="column to fit (default: reward_mean)")
     p.add_argument("--format", default=None, help="force a log format instead of auto-detection")
     p.add_argument("--run", default=None, help="only the run with this name")
+    add_log_read_args(p)
     p.add_argument("--smooth", type=int, default=None, metavar="W",
                    help="also report R² after a centred moving average of W points")
     p.add_argument("--bayes", nargs="?", const="state_space", default=None,
@@ -127,7 +129,7 @@ def run(args) -> int:
         if None in (args.eta, args.mu, args.k_ref):
             raise CLIError("--bayes mechanistic needs --eta, --mu and --k-ref")
         hp = dict(eta=args.eta, mu=args.mu, k_ref=args.k_ref, lag=args.lag, group_size=args.group_size)
-    runs = read_runs(args.log, args.format, args.run)
+    runs = read_runs(args.log, args.format, args.run, **log_read_kwargs(args))
     laws = list(LAWS) if args.law == "all" else [args.law]
     out = out_dir(args.out)
     folders = run_folders(out, runs)

@@ -6,12 +6,15 @@ import pathlib
 import re
 import warnings
 
-from grpojax.cli._common import CLIError, err_console
+from grpojax.cli._common import CLIError, err_console, explain_runs
 from grpojax.logs import LogWarning, RunLog, read_logs
 
 
-def read_runs(log: str, format: str | None, name: str | None) -> list[RunLog]:
+def read_runs(log: str, format: str | None, name: str | None, *, mapping: dict | None = None,
+              explain: bool = False) -> list[RunLog]:
     """Every run of ``log`` (``read_logs``), or only the one called ``name``.
+
+    ``mapping``: ``--map`` (``{canonical: source}``); ``explain``: print each run's read report.
 
     What the readers repaired or skipped (a corrupt TensorBoard record, a truncated last line, ...)
     is printed on stderr as one ``warning: ...`` line each.
@@ -21,13 +24,15 @@ def read_runs(log: str, format: str | None, name: str | None) -> list[RunLog]:
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", LogWarning)
-        runs = read_logs(log, format=format)
+        runs = read_logs(log, format=format, mapping=mapping)
     for w in caught:
         if issubclass(w.category, LogWarning):
             err_console.print(f"warning: {' '.join(str(w.message).split())}", markup=False, highlight=False,
                               soft_wrap=True)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if explain:
+        explain_runs(runs if name is None else [r for r in runs if r.name == name])
     if name is None:
         return runs
     picked = [r for r in runs if r.name == name]

@@ -6,7 +6,8 @@ import argparse
 import math
 import time
 
-from grpojax.cli._common import CLIError, add_bounds_arg, check_bounds_arg, console, write_json
+from grpojax.cli._common import (CLIError, add_bounds_arg, add_log_read_args, check_bounds_arg, console, explain_runs,
+                                 log_read_kwargs, write_json)
 
 EXAMPLE = """Example:
   grpojax watch runs/tiny/metrics.jsonl --every 20 --idle-timeout 120 --json out/watch.json
@@ -41,6 +42,7 @@ def register(sub) -> None:
     add_bounds_arg(p, effect="the forecast and its interval are clipped to it")
     p.add_argument("--run", default=None, help="run to follow in a log of several runs (default: the last)")
     p.add_argument("--format", default=None, help="log format (default: detected)")
+    add_log_read_args(p)
     p.add_argument("--no-live", action="store_true", help="print one line per refresh instead of a live panel")
     p.set_defaults(func=run)
 
@@ -100,6 +102,7 @@ def run(args) -> int:
     config = MonitorConfig(metric=args.metric, every=args.every, method=args.method, end_step=args.end_step,
                            bounds=check_bounds_arg(args))
     state, report = init_state(), None
+    read_kw, explained = log_read_kwargs(args), False
     sig, last_change = None, time.monotonic()
     live = None
     if not args.no_live:
@@ -114,7 +117,10 @@ def run(args) -> int:
             new_sig = log_signature(args.log)
             if new_sig != sig:
                 sig, last_change = new_sig, now
-                runlog = read_growing(args.log, format=args.format, run=args.run)
+                runlog = read_growing(args.log, format=args.format, run=args.run, mapping=read_kw["mapping"])
+                if runlog is not None and read_kw["explain"] and not explained:
+                    explain_runs([runlog])
+                    explained = True
                 if runlog is not None:
                     state, report = update(state, runlog, config)
                     if args.json:

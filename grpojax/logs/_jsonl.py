@@ -41,7 +41,7 @@ import numpy as np
 from grpojax._errors import DataError
 from grpojax._io import json_number, to_jsonable, write_text_atomic
 from grpojax.logs._runlog import LogFormatError, RunLog, warn
-from grpojax.logs._table import TableBuilder
+from grpojax.logs._generic import json_lines, rows_to_runs
 from grpojax.logs._text import load_text, run_name
 
 __all__ = ["read_jsonl", "write_jsonl", "JsonlLogger", "JSONL_VERSION", "jsonl_header", "truncate_jsonl"]
@@ -241,64 +241,69 @@ def truncate_jsonl(path: str | os.PathLike, last_step: int) -> int:
     return len(kept)
 
 
-def read_jsonl(path: str | os.PathLike, text: str | None = None) -> list[RunLog]:
-    """Read grpojax JSONL (or another logger's JSONL dump with a step key).
+def read_jsonl(path: str | os.PathLike, text: str | None = None, *, require_reward: bool = True) -> list[RunLog]:
+    """Read grpojax JSONL, or any JSONL of per-step objects (another logger's dump, a custom trainer's).
+
+    Lines that are not JSON objects (a free-text first line, console output) are skipped and counted
+    (a warning, and the read report); records go through the generic rules of
+    :mod:`grpojax.logs._generic` (metrics nested under ``logs``/``metrics``/``data``, eval rows marked
+    by a ``type`` field, per-question rows skipped, several runs appended one after another).
 
     Returns:
-        One :class:`RunLog` (format ``"jsonl"``, or ``"openrlhf_jsonl"`` for OpenRLHF dumps).
+        The runs (format ``"jsonl"``, or ``"openrlhf_jsonl"`` for OpenRLHF dumps); one unless the step
+        counter restarts or a run column names several runs.
     """
     path, text = load_text(path, text)
-    tb = TableBuilder(path)
+    rows, skips, specials = json_lines(path, text)
     meta: dict = {}
     name = run_name(path)
-    fmt = "jsonl"
-    lines = text.splitlines()
-    step_key = None
-    loads = json.loads
-    kinds: dict[str, list[int]] = {}  # line kind -> [first line, number of lines]
     records: list[dict] = []
-    for i, line in enumerate(lines):
-        if not line.strip():
+    for _, obj in specials:
+        h = obj["_grpojax"]
+        if isinstance(h, dict) and "record" in h:
+            records.append(h)
+        elif isinstance(h, dict):
+            name = str(h.get("name") or name)
+            meta.update(h.get("meta") or {})
+            meta["converted_from"] = {"format": h.get("format"), "source": h.get("source")}
+            meta.pop("warnings", None)
+            meta.pop("read", None)
+    bad = skips.get("lines that are not JSON")
+    if not rows:
+        lines = [x for x in text.splitlines() if x.strip()]
+        if bad and bad["count"] == 1 and len(lines) == 1 and lines[0].lstrip().startswith("{"):
+            try:
+                json.loads(lines[0])
+            except json.JSONDecodeError as e:
+                raise LogFormatError(path, f"truncated JSON on line {bad['first_line']} ({e.msg})") from None
+        if specials and not bad:
+            raise LogFormatError(path, "no metric rows found")
+        raise LogFormatError(path, "no JSON object lines with metrics found")
+    if bad:
+        n_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+        if bad["count"] == 1 and not any(x.strip() for x in text.splitlines()[bad["first_line"]:]):
+            warn(path, f"last line {bad['first_line']} is truncated JSON; skipped it", meta)
+        else:
+            warn(path, f"skipped {bad['count']} of {n_lines} lines that are not JSON objects (first: line "
+                       f"{bad['first_line']})", meta)
+    kinds: dict[str, list[int]] = {}  # line kind -> [first line, number of lines]
+    fmt = "jsonl"
+    for ln, obj in rows:
+        step_key = next((k for k in _STEP_KEYS if k in obj), None)
+        if step_key is None:
             continue
-        try:
-            obj = loads(line)
-        except RecursionError:
-            raise LogFormatError(path, f"line {i + 1} is JSON nested too deeply to read") from None
-        except json.JSONDecodeError as e:
-            if not any(x.strip() for x in lines[i + 1 :]):
-                if len(tb) == 0:
-                    raise LogFormatError(path, f"truncated JSON on line {i + 1} ({e.msg})") from None
-                warn(path, f"last line {i + 1} is truncated JSON ({e.msg}); skipped it", meta)
-                continue
-            raise LogFormatError(path, f"line {i + 1} is not valid JSON ({e.msg})") from None
-        if not isinstance(obj, dict):
-            raise LogFormatError(path, f"line {i + 1} is not a JSON object")
-        if "_grpojax" in obj:
-            h = obj["_grpojax"]
-            if isinstance(h, dict) and "record" in h:
-                records.append(h)
-            elif isinstance(h, dict):
-                name = str(h.get("name") or name)
-                meta.update(h.get("meta") or {})
-                meta["converted_from"] = {"format": h.get("format"), "source": h.get("source")}
-                meta.pop("warnings", None)
-            continue
-        if step_key is None or step_key not in obj:
-            step_key = next((k for k in _STEP_KEYS if k in obj), None)
-            if step_key is None:
-                raise LogFormatError(path, f"line {i + 1} has no step key (one of {', '.join(_STEP_KEYS)})")
-            if step_key in _OPENRLHF_STEP_KEYS:
-                fmt = "openrlhf_jsonl"
         kind = _line_kind(obj, step_key)
         seen = kinds.get(kind)
         if seen is None:
-            kinds[kind] = [i + 1, 1]
+            kinds[kind] = [ln, 1]
         else:
             seen[1] += 1
-        step = obj.pop(step_key)
-        for k in _STEP_KEYS:
+        if step_key in _OPENRLHF_STEP_KEYS:
+            fmt = "openrlhf_jsonl"
+        if step_key != "step":  # one step key for every line (OpenRLHF train/eval lines use different ones)
+            obj["step"] = obj.pop(step_key)
+        for k in _STEP_KEYS[1:]:
             obj.pop(k, None)
-        tb.add(step, obj)
     if len(kinds) > 1:
         (a, (la, na)), (b, (lb, nb)) = sorted(kinds.items(), key=lambda kv: kv[1][0])[:2]
         raise LogFormatError(
@@ -308,6 +313,6 @@ def read_jsonl(path: str | os.PathLike, text: str | None = None) -> list[RunLog]
     if records:
         meta["records"] = records
     for k in ("nan_counts", "duplicated_steps", "non_numeric_values", "mapping", "original_names", "steps_sorted",
-              "n_train_points", "n_eval_points"):
+              "n_train_points", "n_eval_points", "segment", "skipped_rows", "skipped_columns"):
         meta.pop(k, None)
-    return tb.finish_runs(name=name, format=fmt, meta=meta)
+    return rows_to_runs(path, rows, fmt=fmt, name=name, meta=meta, skips=skips, require_reward=require_reward)

@@ -29,15 +29,21 @@ normalisation: ``train/x`` -> ``x`` and ``eval/x`` -> ``eval_x`` (``eval/eval_x`
 
 from __future__ import annotations
 
+import contextvars
 import re
 
 import numpy as np
 
-from grpojax.logs._runlog import warn
+from grpojax._errors import InvalidValueError
 
-__all__ = ["CANDIDATES", "canonicalize", "normalize_prefix"]
+from grpojax.logs._runlog import LogFormatError, warn
 
-#: canonical name -> original names tried in order (after prefix normalisation).
+__all__ = ["CANDIDATES", "canonicalize", "normalize_prefix", "name_key", "check_mapping", "USER_MAPPING"]
+
+#: canonical name -> original names tried in order (after prefix normalisation). The one alias table
+#: of the package (``docs/guide/run-log.md`` prints it; a test keeps the two equal). A name matches
+#: exactly, else ignoring case and treating ``-``, ``.`` and spaces as ``_`` (``Mean Reward`` ->
+#: ``mean_reward``). The first candidate present wins; put the trainer's own name before looser ones.
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "reward_mean": (
         "reward_mean",
@@ -46,11 +52,55 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
         "critic/rewards/mean",
         "rewards/mean",
         "objective/scores",
+        "env/reward_mean",
+        "ppo/mean_scores",
+        "mean_reward",
+        "avg_reward",
+        "average_reward",
+        "train_reward",
+        "rewards",
+        "reward/mean",
         "score",
+        "mean_score",
+        "accuracy",
+        "acc",
+        "train_accuracy",
     ),
-    "reward_std": ("reward_std", "critic/score/std", "rewards/std"),
-    "frac_zero_std": ("frac_zero_std", "frac_reward_zero_std"),
-    "eval_reward": ("eval_reward", "eval_rewards/mean", "eval_score", "val/success_rate"),
+    "reward_std": (
+        "reward_std",
+        "critic/score/std",
+        "rewards/std",
+        "env/reward_std",
+        "ppo/std_scores",
+        "reward/std",
+        "group_reward_std",
+        "reward_std_mean",
+    ),
+    "frac_zero_std": (
+        "frac_zero_std",
+        "frac_reward_zero_std",
+        "zero_std_frac",
+        "frac_zero_std_groups",
+        "zero_std_ratio",
+        "degenerate_frac",
+    ),
+    "eval_reward": (
+        "eval_reward",
+        "eval_rewards/mean",
+        "eval_score",
+        "val/success_rate",
+        "eval_mean_reward",
+        "eval_accuracy",
+        "eval_acc",
+        "val_reward",
+        "val_score",
+        "val_accuracy",
+        "val_acc",
+        "test_reward",
+        "test_score",
+        "test_accuracy",
+        "test_acc",
+    ),
     "entropy": (
         "entropy",
         "actor/entropy",
@@ -58,10 +108,38 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
         "policy_entropy",
         "entropy_loss",
         "objective/entropy",
+        "ppo/policy/entropy",
+        "token_entropy",
+        "mean_entropy",
+        "entropy_mean",
     ),
-    "kl": ("kl", "actor/kl_loss", "actor/reward_kl_penalty", "critic/kl", "objective/kl"),
-    "grad_norm": ("grad_norm", "actor/grad_norm", "raw_grad_norm"),
-    "lr": ("lr", "learning_rate", "actor/lr", "actor_lr", "policy_lr"),
+    "kl": (
+        "kl",
+        "actor/kl_loss",
+        "actor/reward_kl_penalty",
+        "critic/kl",
+        "objective/kl",
+        "kl_div",
+        "kl_divergence",
+        "kl_loss",
+        "reference_kl",
+        "ref_kl",
+        "kl_ref",
+        "mean_kl",
+        "kl_mean",
+    ),
+    "grad_norm": (
+        "grad_norm",
+        "actor/grad_norm",
+        "raw_grad_norm",
+        "gradient_norm",
+        "grad_norm_mean",
+        "total_grad_norm",
+        "global_grad_norm",
+        "grad_l2_norm",
+        "gnorm",
+    ),
+    "lr": ("lr", "learning_rate", "actor/lr", "actor_lr", "policy_lr", "ppo/learning_rate", "optimizer/lr"),
     "is_ratio_mean": ("is_ratio_mean", "sampling/importance_sampling_ratio/mean"),
     "is_ratio_max": ("is_ratio_max", "sampling/importance_sampling_ratio/max"),
     "clip_frac": (
@@ -71,20 +149,63 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
         "actor/pg_clipfrac",
         "ppo_clip_ratio",
         "policy/clipfrac_avg",
+        "ppo/policy/clipfrac",
+        "clip_fraction",
+        "clipfrac",
+        "pg_clipfrac",
     ),
     "response_length": (
         "response_length",
         "completions/mean_length",
         "completion_length",
         "response_length/mean",
+        "avg_response_token_length",
+        "avg_response_length",
+        "mean_response_length",
+        "response_len",
+        "mean_completion_length",
+        "avg_completion_length",
+        "completion_len",
+        "gen_length",
     ),
     "response_clip_frac": (
         "response_clip_frac",
         "completions/clipped_ratio",
         "response_length/clip_ratio",
         "response_clip_ratio",
+        "truncated_frac",
+        "truncation_rate",
     ),
 }
+
+
+def name_key(name: str) -> str:
+    """The form names are compared in when an exact match fails: lower case, ``-``/``.``/spaces -> ``_``."""
+    return re.sub(r"[\s.\-]+", "_", str(name).strip().lower())
+
+
+#: mapping ``{canonical: source column}`` chosen by the caller for the read in progress (``read_logs(mapping=)``).
+USER_MAPPING: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("grpojax_user_mapping",
+                                                                                      default=None)
+
+
+def check_mapping(mapping) -> dict[str, str]:
+    """``mapping`` as a ``{canonical: source}`` dict; a name that is not canonical is a one-line ``ValueError``."""
+    if mapping is None:
+        return {}
+    try:
+        items = dict(mapping).items()
+    except (TypeError, ValueError):
+        raise InvalidValueError(f"mapping={mapping!r}: expected a dict {{canonical name: source column}}") from None
+    out = {}
+    for canon, src in items:
+        if canon not in CANDIDATES:
+            raise InvalidValueError(f"mapping: {canon!r} is not a canonical column; valid names: {', '.join(CANDIDATES)}")
+        if not isinstance(src, str) or not src.strip():
+            raise InvalidValueError(f"mapping: {canon}={src!r}; expected the name of a column of the log")
+        out[canon] = src.strip()
+    return out
+
 
 # TRL per-reward-function columns: rewards/<f>, rewards/<f>/mean (not .../std).
 _TRL_FUNC = re.compile(r"^rewards/(?P<f>.+?)(?:/mean)?$")
@@ -104,6 +225,10 @@ def normalize_prefix(name: str) -> str:
         rest = name[5:]
         return rest if rest.startswith("eval_") else "eval_" + rest
     return name
+
+
+def _empty(a: np.ndarray) -> bool:
+    return a.size > 0 and bool(np.all(np.isnan(a)))
 
 
 def _row_mean(arrs: list[np.ndarray]) -> np.ndarray:
@@ -146,15 +271,30 @@ def canonicalize(columns: dict[str, np.ndarray], path: str, meta: dict) -> dict[
         return renamed.get(n, n)
 
     mapping: dict[str, str | list[str]] = dict(meta.get("mapping", {}))
+    user = USER_MAPPING.get() or {}
+    if user:
+        _apply_user_mapping(cols, renamed, user, path, mapping, meta)
+    keys: dict[str, str] | None = None
     for canon, cands in CANDIDATES.items():
         if canon in cols:
             mapping.setdefault(canon, orig(canon))
             continue
         for c in cands:
-            if c in cols:
+            if c in cols and not _empty(cols[c]):  # a column of nulls only is no source
                 cols[canon] = cols.pop(c)
                 mapping[canon] = orig(c)
                 break
+        else:
+            if keys is None:  # loose match: case, '-', '.' and spaces ignored
+                keys = {}
+                for k in cols:
+                    keys.setdefault(name_key(k), k)
+            for c in cands:
+                k = keys.get(name_key(c))
+                if k is not None and k in cols and k not in CANDIDATES and not _empty(cols[k]):
+                    cols[canon] = cols.pop(k)
+                    mapping[canon] = orig(k)
+                    break
 
     # reward functions (TRL): rewards/<f>[/mean]
     funcs = [m.group("f") for k in cols if (m := _TRL_FUNC.match(k)) and not k.endswith("/std")]
@@ -209,3 +349,26 @@ def canonicalize(columns: dict[str, np.ndarray], path: str, meta: dict) -> dict[
             original[new] = old
     meta["original_names"] = original
     return cols
+
+
+def _apply_user_mapping(cols: dict, renamed: dict, user: dict[str, str], path: str, mapping: dict, meta: dict) -> None:
+    """Fill the canonical columns the caller named (``read_logs(mapping=...)``, ``--map``) before the alias table."""
+    back = {v: k for k, v in renamed.items()}  # original name -> name after prefix normalisation
+    keys = {name_key(k): k for k in cols}
+    for canon, src in user.items():
+        k = src if src in cols else back.get(src)
+        if k is None or k not in cols:
+            k = keys.get(name_key(src))
+        if k is None or k not in cols:
+            names = sorted({renamed.get(c, c) for c in cols})
+            raise LogFormatError(path, f"mapping {canon}={src}: the log has no column {src!r}; columns found: "
+                                       + ", ".join(names[:40]) + (f", ... ({len(names)} in all)" if len(names) > 40 else ""))
+        if k == canon:
+            mapping[canon] = renamed.get(k, k)
+            continue
+        if canon in cols:
+            cols[canon + "_logged"] = cols.pop(canon)
+            meta.setdefault("notes", []).append(f"the logged {canon} column is kept as {canon}_logged (mapping {canon}={src})")
+        cols[canon] = cols.pop(k)
+        mapping[canon] = renamed.get(k, k)
+    meta["user_mapping"] = dict(user)

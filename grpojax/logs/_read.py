@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import warnings
+from typing import Mapping
+
+import numpy as np
 
 from grpojax._errors import DataError
-from grpojax.logs import _jsonl, _openrlhf, _tensorboard, _trl, _verl, _wandb
+from grpojax.logs import _generic, _jsonl, _openrlhf, _tensorboard, _trl, _verl, _wandb
+from grpojax.logs._hparams import attach_hparams, hparam_files_in, is_hparam_file
+from grpojax.logs._names import USER_MAPPING, check_mapping
 from grpojax.logs._runlog import LogFormatError, LogWarning, RunLog, merge_runs
 from grpojax.logs._text import find_event_dirs, is_event_file, read_text
 
@@ -25,6 +31,8 @@ FORMATS: tuple[str, ...] = (
     "openrlhf_jsonl",
     "openrlhf_console",
     "jsonl",
+    "json",
+    "csv",
 )
 
 _HEAD = 1 << 16
@@ -41,6 +49,8 @@ def _reader(fmt: str):
         "openrlhf_jsonl": _jsonl.read_jsonl,
         "openrlhf_console": _openrlhf.read_openrlhf_console,
         "jsonl": _jsonl.read_jsonl,
+        "json": _generic.read_json_table,
+        "csv": _generic.read_csv_table,
     }[fmt]
 
 
@@ -79,21 +89,78 @@ def detect_format(path: str | os.PathLike) -> str:
         if fmt:
             return fmt
         if first_line == "{" or not first_line.endswith("}") or stripped.strip().count("\n") == 0:
-            # one JSON document that is not a trainer state: the TRL reader says what is missing
-            return "trl_state"
-    if "," in first_line and re.match(r'^"?(Step|_step|step)"?\s*,', first_line):
-        return "wandb_csv"
+            return "json"  # one JSON document (a dict of lists, {"history": [...]}, ...)
+        if _is_json_object(first_line):
+            return "jsonl"  # JSON lines without a step key: numbered by row
+    if re.match(r"\[\s*(\{|\]|$)", stripped):
+        return "json"  # a JSON list of per-step objects
+    fmt = _csv_kind(first_line, path)
+    if fmt is not None:
+        return fmt
     fmt = _console_kind(head)
     if fmt is None and len(raw) == _HEAD:  # big file: the first 64 KiB may be config dumps
         with open(path, encoding="utf-8", errors="replace") as f:
             fmt = _console_kind(f.read())
     if fmt is not None:
         return fmt
+    if _json_lines_in(head):
+        return "jsonl"  # JSON lines after free text (a title line, console output)
+    fmt = _csv_kind(first_line, path, loose=True)
+    if fmt is not None:
+        return fmt
     raise LogFormatError(
         path,
         "unknown log format (expected TRL trainer_state.json or console dicts, verl console or "
-        "JSONL, TensorBoard events, a W&B CSV export, OpenRLHF or grpojax JSONL)",
+        "JSONL, TensorBoard events, a W&B CSV export, OpenRLHF or grpojax JSONL, a JSON list of per-step "
+        "objects, JSON lines or a CSV table)",
     )
+
+
+def _is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+
+
+def _json_lines_in(head: str) -> bool:
+    """At least two lines of the head are JSON objects (a JSONL log behind free-text lines)."""
+    n = 0
+    for line in head.splitlines()[:200]:
+        s = line.strip()
+        if s.startswith("{") and s.endswith("}") and _is_json_object(s):
+            n += 1
+            if n >= 2:
+                return True
+    return False
+
+
+_WANDB_STEP = re.compile(r'^"?(Step|_step|step)"?\s*,')
+
+
+def _csv_kind(first_line: str, path: str, *, loose: bool = False) -> str | None:
+    """``wandb_csv`` (a ``Step``/``_step`` column, or ``<run> - <metric>`` panel columns), ``csv`` (another
+    header row of names), or None. ``loose``: any comma- or tab-separated header of two or more names."""
+    delim = "\t" if first_line.count("\t") > first_line.count(",") else ","
+    if delim not in first_line:
+        return None
+    cells = [c.strip().strip('"') for c in first_line.split(delim)]
+    if delim == "," and (_WANDB_STEP.match(first_line) or "_step" in cells
+                         or (cells[0] == "Step" and any(" - " in c for c in cells[1:]))):
+        return "wandb_csv"
+    if not (loose or path.lower().endswith((".csv", ".tsv"))):
+        return None
+    if len(cells) >= 2 and all(c and not _is_float(c) for c in cells):
+        return "csv"
+    return None
+
+
+def _is_float(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
 
 
 def _console_kind(text: str) -> str | None:
@@ -124,38 +191,54 @@ def _jsonl_kind(line: str) -> str | None:
     return None
 
 
-def read_logs(path: str | os.PathLike, *, format: str | None = None) -> list[RunLog]:
+def read_logs(path: str | os.PathLike, *, format: str | None = None,
+              mapping: Mapping[str, str] | None = None) -> list[RunLog]:
     """Read every run a training log holds into canonical run logs (``docs/guide/run-log.md``).
 
     Args:
         path: a log file, or a folder: TensorBoard log dir (every sub-folder holding event files
             holds one or more runs), a TRL output dir (the newest ``checkpoint-*/trainer_state.json``),
-            or a folder of log files (each read on its own; W&B CSVs with the same run name merged).
+            a run folder (a per-step history file, an eval history file and a hyperparameter file
+            such as ``args.json``: one run), or a folder of log files (each read on its own; W&B CSVs
+            with the same run name merged; a run resumed into a second file joined to the first).
         format: force one of :data:`FORMATS` instead of auto-detecting.
+        mapping: ``{canonical column: source column}`` for names the alias table
+            (:data:`CANDIDATES`) does not know, e.g. ``{"reward_mean": "acc_mean"}``; applied before it.
 
     Returns:
         A list of :class:`RunLog`, one per run found, never merged across runs: several for
-        multi-run folders, W&B CSVs with several runs, TensorBoard folders with several runs, and
-        files whose step counter restarts (each restart starts a new run, named ``<name>#k``).
+        multi-run folders, W&B CSVs with several runs, TensorBoard folders with several runs,
+        tables with a run column, and files whose step counter restarts (each restart starts a new
+        run, named ``<name>#k``). Each run's :attr:`RunLog.report` says what was mapped and skipped.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
+        ValueError: ``mapping`` names a column that is not canonical (the message lists the valid names).
         LogFormatError: empty, truncated, malformed, unknown-format or mixed-format input (a
             console log of two trainers: pass ``format`` to read one of them, with a warning),
-            JSON nested too deeply, or no reward column; the message is one line naming the file
-            and the problem.
+            JSON nested too deeply, no reward column, or a ``mapping`` source the log does not have
+            (the message lists the columns found); the message is one line naming the file and the problem.
     """
     path = os.fspath(path)
+    user = check_mapping(mapping)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file or folder")
     if format is not None and format not in FORMATS:
         raise DataError(f"format={format!r} is not one of {', '.join(FORMATS)}")
-    if os.path.isdir(path):
-        if format not in (None, "tensorboard"):
-            raise LogFormatError(path, f"is a folder; format={format!r} needs a file")
-        if format is None:
-            return _read_folder(path)
-    return _read_file(path, format or detect_format(path), forced=format is not None)
+    token = USER_MAPPING.set(user or None)
+    try:
+        if os.path.isdir(path):
+            if format not in (None, "tensorboard"):
+                raise LogFormatError(path, f"is a folder; format={format!r} needs a file")
+            if format is None:
+                return _read_folder(path)
+            runs = _read_file(path, format, forced=True)
+        else:
+            runs = _read_file(path, format or detect_format(path), forced=format is not None)
+            attach_hparams(runs, hparam_files_in(os.path.dirname(os.path.abspath(path))))
+        return runs
+    finally:
+        USER_MAPPING.reset(token)
 
 
 def _read_file(path: str, fmt: str, *, forced: bool) -> list[RunLog]:
@@ -249,28 +332,42 @@ def _one_console_format(path: str, text: str, fmt: str, forced: bool) -> str:
                                f"(format={fmt!r} / --format {fmt}) to read only its entries")
 
 
-def read_log(path: str | os.PathLike, *, format: str | None = None, run: str | None = None) -> RunLog:
+def read_log(path: str | os.PathLike, *, format: str | None = None, run: str | None = None,
+             mapping: Mapping[str, str] | None = None) -> RunLog:
     """Read a log that holds one run (see :func:`read_logs` for what is read and how).
+
+    A file whose step counter restarts (runs appended one after another, or an attempt restarted
+    from scratch) gives the *last* run, with a :class:`LogWarning` naming the others;
+    :func:`read_logs` returns them all and ``run="<name>#1"`` picks an earlier one.
 
     Args:
         path: a log file or folder.
         format: force one of :data:`FORMATS` instead of auto-detecting.
         run: pick the run of this name when the log holds several.
+        mapping: ``{canonical column: source column}`` (see :func:`read_logs`).
 
     Returns:
         The run's :class:`RunLog`.
 
     Raises:
-        LogFormatError: the log holds several runs and ``run`` is not given (or names none of
+        LogFormatError: the log holds several distinct runs (a folder of runs, a W&B export of
+            several runs, a table with a run column) and ``run`` is not given (or names none of
             them): the one-line message lists the runs and how to pick one; and everything
             :func:`read_logs` raises.
     """
-    runs = read_logs(path, format=format)
+    runs = read_logs(path, format=format, mapping=mapping)
     if run is not None:
         picked = [r for r in runs if r.name == run]
         if not picked:
             raise LogFormatError(path, f"no run named {run!r}; runs: {_run_list(runs)}")
         runs = picked[:1]
+    if len(runs) > 1 and all(isinstance(r.meta.get("segment"), dict) for r in runs) \
+            and len({r.source for r in runs}) == 1:
+        last = runs[-1]
+        warnings.warn(f"{path}: the step counter restarts: the file holds {len(runs)} runs ({_run_list(runs)}); "
+                      f"read the last, {last.name!r} ({len(last)} steps); read_logs(path) returns all of them, "
+                      f"read_log(path, run=NAME) one", LogWarning, stacklevel=2)
+        return last
     if len(runs) > 1:
         raise LogFormatError(
             path,
@@ -287,14 +384,19 @@ def _run_list(runs: list[RunLog], limit: int = 8) -> str:
 
 
 def _read_folder(path: str) -> list[RunLog]:
-    """Every run under a folder: TRL output dirs, TensorBoard run dirs, and other log files.
+    """Every run under a folder: TRL output dirs, TensorBoard run dirs, run folders and other log files.
 
     A TRL output dir (holding ``trainer_state.json`` or ``checkpoint-*/trainer_state.json``) is
     one run, read from its most complete state file (the largest: ``log_history`` only grows);
     TensorBoard events inside such a dir (``runs/``) are the same run and are not read again.
     Other sub-folders with event files are TensorBoard runs. Every other ``.jsonl``, ``.log``,
-    ``.txt``, ``.out``, ``.csv`` or ``.json`` file is read on its own; files that fail are skipped
-    with one warning (``.json`` files that are not logs at all, like ``config.json``, silently).
+    ``.txt``, ``.out``, ``.csv``, ``.tsv`` or ``.json`` file is read on its own; files that fail are
+    skipped with one warning (``.json`` files that are not logs at all, like ``config.json``,
+    silently). Hyperparameter files (``args.json``, ``config.yaml``, ...) are not read as logs:
+    their facts go into the meta of the runs of their folder and the folders below. Within one
+    folder, a run read from a file that continues another file's run (it starts after the other's
+    first step, no later than just after its last, and ends later: a resumed run) is joined to it,
+    and eval histories (files named ``eval...``/``val...``) join the folder's one train run.
     """
     states, others = [], []
     event_dirs = []
@@ -305,7 +407,9 @@ def _read_folder(path: str) -> list[RunLog]:
             full = os.path.join(d, f)
             if f == "trainer_state.json":
                 states.append(full)
-            elif f.lower().endswith((".json", ".jsonl", ".log", ".txt", ".csv", ".out")):
+            elif is_hparam_file(f):
+                continue
+            elif f.lower().endswith((".json", ".jsonl", ".log", ".txt", ".csv", ".tsv", ".out")):
                 others.append(full)
     runs: list[RunLog] = []
     by_out: dict[str, list[str]] = {}
@@ -315,30 +419,109 @@ def _read_folder(path: str) -> list[RunLog]:
         by_out.setdefault(key, []).append(st)
     for key, lst in sorted(by_out.items()):
         best = max(lst, key=lambda f: (os.path.getsize(f), _ckpt_num(f)))
-        runs.extend(read_logs(best, format="trl_state"))
+        runs.extend(_read_file(best, "trl_state", forced=True))
     outs = [os.path.abspath(k) + os.sep for k in by_out]
     tb_dirs = [d for d in sorted(event_dirs) if not any((os.path.abspath(d) + os.sep).startswith(o) for o in outs)]
     if tb_dirs:
         runs.extend(_tensorboard.read_event_dirs(path, tb_dirs))
     skipped = []
+    per_dir: dict[str, list[tuple[str, list[RunLog]]]] = {}
     for f in others:
         if any((os.path.abspath(f)).startswith(o) for o in outs) and f.endswith(".json"):
             continue  # config.json, tokenizer.json, ... of a TRL output dir
         try:
             fmt = detect_format(f)
             if fmt == "wandb_csv":
-                runs.extend(_wandb.read_wandb_csv(f, require_reward=False))
+                got = _wandb.read_wandb_csv(f, require_reward=False)
+            elif fmt in ("json", "csv", "jsonl") and _generic.is_eval_name(f):
+                got = _reader(fmt)(f, require_reward=False)
             else:
-                runs.extend(_read_file(f, fmt, forced=False))
+                got = _read_file(f, fmt, forced=False)
         except LogFormatError as e:
             if f.endswith(".json") and "log_history" not in e.problem and "truncated" not in e.problem:
                 continue  # a JSON file that is no log at all
             skipped.append(f"{os.path.relpath(f, path)} ({e.problem})")
+            continue
+        per_dir.setdefault(os.path.dirname(f), []).append((f, list(got)))
+    for d, files in per_dir.items():
+        runs.extend(_join_in_folder(d, files))
     if skipped:
         warnings.warn(f"{path}: skipped {len(skipped)} file(s): {'; '.join(skipped[:5])}", LogWarning, stacklevel=3)
     if not runs:
         raise LogFormatError(path, "folder holds no readable log (no event files, trainer_state.json or log files)")
-    return _merge_same_name(runs)
+    runs = _merge_same_name(runs)
+    root = os.path.abspath(path)
+    for r in runs:
+        src = os.path.abspath(r.source)
+        d = src if os.path.isdir(src) else os.path.dirname(src)
+        chain = []
+        while True:
+            chain.append(d)
+            if d == root or not d.startswith(root) or os.path.dirname(d) == d:
+                break
+            d = os.path.dirname(d)
+        attach_hparams([r], [f for folder in chain for f in hparam_files_in(folder)])
+    return runs
+
+
+def _join_in_folder(folder: str, files: list[tuple[str, list[RunLog]]]) -> list[RunLog]:
+    """The runs of one folder's files with resumed runs joined and eval histories joined to the train run."""
+    evals = [r for f, rs in files if _generic.is_eval_name(f) for r in rs if r.format != "wandb_csv"]
+    plain = [r for f, rs in files if not _generic.is_eval_name(f) for r in rs]
+    singles = [r for r in plain if "segment" not in r.meta and r.format not in ("wandb_csv", "tensorboard")
+               and len(r) > 0]
+    rest = [r for r in plain if r not in singles]
+    joined: list[RunLog] = []
+    for r in sorted(singles, key=lambda r: (int(r.steps[0]), r.source)):
+        cur = joined[-1] if joined else None
+        if cur is not None and r.format == cur.format and _continues(cur, r):
+            m = merge_runs([cur, r])
+            note = f"{os.path.basename(r.source)} continues {', '.join(os.path.basename(s) for s in cur.meta.get('merged_from', [cur.source]))} (a resumed run): joined, the later file's values win where both logged a step"
+            m.meta.setdefault("read", {}).setdefault("notes", []).append(note)
+            m.meta["merged_from"] = [*cur.meta.get("merged_from", [cur.source]), r.source]
+            joined[-1] = _renamed(m, os.path.basename(folder) or m.name)
+        else:
+            joined.append(r)
+    trains = joined + rest
+    if evals and len(trains) == 1 and "reward_mean" in trains[0].columns:
+        t = trains[0]
+        m = merge_runs([t, *evals])
+        m.meta.setdefault("read", {}).setdefault("notes", []).append(
+            "eval history joined: " + ", ".join(os.path.basename(e.source) for e in evals))
+        name = os.path.basename(folder) if len(files) > 1 else t.name
+        return [_renamed(m, name or t.name)]
+    kept = []
+    for e in evals:
+        if "reward_mean" not in e.columns and "eval_reward" not in e.columns:
+            warnings.warn(f"{e.source}: skipped: no reward column in this eval history (columns found: "
+                          f"{', '.join(list(e.columns)[:12])})", LogWarning, stacklevel=4)
+        else:
+            kept.append(e)
+    return trains + kept
+
+
+def _renamed(run: RunLog, name: str) -> RunLog:
+    if isinstance(run.meta.get("read"), dict):
+        run.meta["read"]["run"] = name
+    return dataclasses.replace(run, name=name, meta=run.meta)
+
+
+def _continues(a: RunLog, b: RunLog) -> bool:
+    """True when ``b`` reads like ``a`` resumed from a checkpoint into another file.
+
+    ``b`` starts after ``a``'s first step and no later than just after its last, ends later, logs
+    the same columns (90% in common), and the two file names share a stem of 5 characters or more
+    (``train_v2.log`` / ``train_v2_resume.log``) or one of them says it resumes or continues.
+    """
+    gap = 2 * int(np.median(np.diff(a.steps))) if len(a) > 1 else 1
+    if not (int(a.steps[0]) < int(b.steps[0]) <= int(a.steps[-1]) + max(gap, 1) and int(b.steps[-1]) > int(a.steps[-1])):
+        return False
+    ca, cb = set(a.columns), set(b.columns)
+    if len(ca & cb) < 0.9 * len(ca | cb):
+        return False
+    na = os.path.basename(a.meta.get("merged_from", [a.source])[-1]).lower()
+    nb = os.path.basename(b.source).lower()
+    return len(os.path.commonprefix([na, nb])) >= 5 or any(w in na + nb for w in ("resum", "continu", "restart"))
 
 
 def _ckpt_num(s: str) -> int:

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from grpojax._errors import DataError
+from grpojax.logs._report import ReadReport, merge_read_dicts
 
 __all__ = ["RunLog", "LogFormatError", "LogWarning", "CANONICAL_COLUMNS", "merge_runs"]
 
@@ -184,6 +185,22 @@ class RunLog:
     def __len__(self) -> int:
         return int(self.steps.size)
 
+    @property
+    def report(self) -> ReadReport:
+        """How this run was read (:class:`ReadReport`: mapped, kept and skipped columns and rows).
+
+        ``print(run.report.explain())`` shows it; the data behind it is ``meta["read"]``.
+        """
+        d = self.meta.get("read")
+        if isinstance(d, dict):
+            return ReadReport.from_dict(d)
+        canon = {c: c for c in CANONICAL_COLUMNS if c in self.columns}
+        return ReadReport(source=self.source, format=self.format, run=self.name, n_steps=len(self),
+                          first_step=int(self.steps[0]) if len(self) else None,
+                          last_step=int(self.steps[-1]) if len(self) else None,
+                          mapped=dict(self.meta.get("mapping") or canon),
+                          kept=tuple(c for c in self.columns if c not in CANONICAL_COLUMNS))
+
     def __repr__(self) -> str:
         canon = [c for c in CANONICAL_COLUMNS if self.has(c)]
         return (
@@ -217,7 +234,13 @@ def merge_runs(runs: list[RunLog]) -> RunLog:
             a[pos[ok]] = v[ok]
         meta["warnings"].extend(r.meta.get("warnings", []))
         meta["mapping"].update(r.meta.get("mapping", {}))
-        meta.setdefault("group_size", r.meta.get("group_size"))
+        for k, v in r.meta.items():  # run facts (group size, lr, ...): the first log that states them
+            if k not in _PER_READ and meta.get(k) is None:
+                meta[k] = v
+    reads = [r.meta["read"] for r in runs if isinstance(r.meta.get("read"), dict)]
+    if reads:
+        meta["read"] = merge_read_dicts(reads, source=_common_source([r.source for r in runs]), run=runs[0].name,
+                                        format=runs[0].format, steps=steps)
     rm, ev = cols.get("reward_mean"), cols.get("eval_reward")
     meta["n_train_points"] = int(np.count_nonzero(~np.isnan(rm))) if rm is not None else 0
     meta["n_eval_points"] = int(np.count_nonzero(~np.isnan(ev))) if ev is not None else 0
@@ -229,6 +252,10 @@ def merge_runs(runs: list[RunLog]) -> RunLog:
         columns=cols,
         meta=meta,
     )
+
+
+_PER_READ = ("warnings", "mapping", "read", "n_train_points", "n_eval_points", "nan_counts", "segment",
+             "original_names", "merged_from")
 
 
 def _common_source(sources: list[str]) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 from grpojax.logs._names import canonicalize
 from grpojax.logs._runlog import LogFormatError, RunLog, warn
 
-__all__ = ["TableBuilder", "to_float", "restart_points"]
+__all__ = ["TableBuilder", "to_float", "restart_points", "read_dict"]
 
 
 def to_float(v: Any) -> float | None:
@@ -336,6 +336,8 @@ class TableBuilder:
         meta["n_train_points"] = int(np.count_nonzero(~np.isnan(rm))) if rm is not None else 0
         ev = columns.get("eval_reward")
         meta["n_eval_points"] = int(np.count_nonzero(~np.isnan(ev))) if ev is not None else 0
+        _facts_from_columns(columns, meta)
+        meta["read"] = read_dict(self.path, name, format, uniq, columns, meta)
         return RunLog(name=name, source=self.path, format=format, steps=uniq, columns=columns, meta=meta)
 
 
@@ -359,3 +361,52 @@ def _names_list(names: Iterable[str], limit: int = 8) -> str:
     names = list(names)
     s = ", ".join(names[:limit])
     return s + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+#: run facts a log may carry as a constant column (cs336-style rows): meta key -> column names.
+_FACT_COLUMNS = {"group_size": ("group_size", "num_generations", "n_generations", "generations_per_prompt",
+                                "samples_per_prompt", "n_samples_per_prompt", "rollout_n")}
+
+
+def _facts_from_columns(columns: dict[str, np.ndarray], meta: dict) -> None:
+    """The group size from a constant column that states it, when the reader found none elsewhere."""
+    for key, names in _FACT_COLUMNS.items():
+        if meta.get(key) is not None:
+            continue
+        for n in names:
+            a = columns.get(n)
+            if a is None:
+                continue
+            v = a[np.isfinite(a)]
+            if v.size and np.all(v == v[0]) and v[0] >= 1 and v[0] == round(v[0]):
+                meta[key] = int(v[0])
+                meta.setdefault("facts", {})[key] = n
+                break
+
+
+def read_dict(path: str, name: str, format: str, steps: np.ndarray, columns: dict, meta: dict) -> dict:
+    """The JSON-able read report of one run (``meta["read"]``; see :class:`grpojax.logs.ReadReport`)."""
+    mapping = meta.get("mapping") or {}
+    mapped = {k: v for k, v in mapping.items() if k in columns}
+    skipped_cols: dict[str, str] = {}
+    for c in meta.get("non_numeric_columns", ()):
+        skipped_cols[c] = "text, not a number"
+    for c in meta.get("dropped_columns", ()):
+        skipped_cols.setdefault(c, "W&B sampling bound, not a metric")
+    for c, why in (meta.get("skipped_columns") or {}).items():
+        skipped_cols.setdefault(c, why)
+    notes = [w for w in meta.get("warnings", [])]
+    notes += [n for n in meta.get("notes", []) if n not in notes]
+    facts = dict(meta.get("hyperparameters_taken") or {})
+    for key, col in (meta.get("facts") or {}).items():
+        facts.setdefault(key, meta.get(key))
+        notes.append(f"{key} = {meta.get(key)} from the constant column {col!r}")
+    return {
+        "source": str(path), "format": format, "run": name, "n_steps": int(steps.size),
+        "first_step": int(steps[0]) if steps.size else None, "last_step": int(steps[-1]) if steps.size else None,
+        "step_key": meta.get("step_key"), "mapped": mapped, "user_mapped": sorted(meta.get("user_mapping") or ()),
+        "kept": [c for c in columns if c not in mapped],
+        "skipped_columns": skipped_cols, "skipped_rows": dict(meta.get("skipped_rows") or {}),
+        "hyperparameters": facts, "hyperparameters_from": list(meta.get("hyperparameters_from") or ()),
+        "notes": notes,
+    }

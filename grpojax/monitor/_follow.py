@@ -36,15 +36,20 @@ def log_signature(path: str | os.PathLike) -> tuple:
     return (size, newest, count)
 
 
-def read_growing(path: str | os.PathLike, *, format: str | None = None, run: str | None = None) -> RunLog | None:
+def read_growing(path: str | os.PathLike, *, format: str | None = None, run: str | None = None,
+                 mapping: dict | None = None) -> RunLog | None:
     """The run a growing log holds so far: ``run`` by name, else the last run of the log.
 
     Returns None while the log cannot be read yet (empty, a line half written, no reward column yet):
-    the next poll tries again. A ``run`` name the log does not hold is a ``ValueError``.
+    the next poll tries again. A ``run`` name the log does not hold is a ``ValueError``; so is a
+    ``mapping`` (``{canonical: source}``, see :func:`grpojax.logs.read_logs`) whose source column the
+    log does not have.
     """
     try:
-        runs = read_logs(path, format=format)
-    except LogFormatError:
+        runs = read_logs(path, format=format, mapping=mapping)
+    except LogFormatError as e:
+        if mapping and e.problem.startswith("mapping "):
+            raise
         return None
     if not runs:
         return None

@@ -1,0 +1,419 @@
+"""The generic reader: any table of per-step records (JSON list, dict of lists, JSONL, CSV) -> run logs.
+
+Records are dicts. What the reader does with them, in order:
+
+1. **nesting**: a dict under a container key (``logs``, ``metrics``, ``data``, ``stats``, ``scalars``,
+   ``values``, ``log``) is lifted into the record (``{"step": 3, "logs": {"reward": 1}}`` ->
+   ``{"step": 3, "reward": 1}``); other nested dicts are flattened with ``/`` (``{"train": {"kl": 1}}``
+   -> ``train/kl``, which the canonical mapping turns into ``kl``); lists are left out.
+2. **the step**: the first of :data:`STEP_KEYS` present in the records (``step``, ``_step``,
+   ``global_step``, ``iteration``, ...). Records without it are skipped and counted when others have
+   it (per-question rows interleaved with the step rows); when no record has one, the records are
+   numbered 1, 2, ... (``meta["step_source"] = "row number"``).
+3. **row kinds**: a text field ``type`` / ``kind`` / ``split`` / ``mode`` / ``phase`` / ``stage``
+   saying ``eval``/``val``/``validation``/``test`` makes the row's metrics eval metrics (``reward`` ->
+   ``eval_reward``); rows of per-sample kinds (``sample``, ``question``, ``completion``, ...) and rows
+   holding a question/prompt/completion text are skipped and counted; other kinds (``train``,
+   ``rollout``, ...) are train rows. A file whose name says it holds evaluations
+   (``eval_history.json``, ``..._eval_points.csv``) is read as eval metrics throughout.
+4. **several rows per step**: consecutive rows of the same kind and step (one per optimizer step or
+   micro-batch) are averaged into one, and the report says how many.
+5. **several runs in one table**: a text column naming the run (``run``, ``run_name``, ``label``,
+   ``experiment``, ...) with several values splits the table into one run per value; a step counter
+   that restarts splits it too (:meth:`TableBuilder.finish_runs`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+from typing import Any, Iterable
+
+from grpojax.logs._runlog import LogFormatError, RunLog
+from grpojax.logs._table import TableBuilder
+from grpojax.logs._text import load_text, run_name
+from grpojax.logs._trl import _load_json  # one wording of JSON errors for every reader
+
+__all__ = ["STEP_KEYS", "rows_to_runs", "read_json_table", "read_csv_table", "is_eval_name", "table_of_json"]
+
+#: step columns tried in order (exact name, else ignoring case).
+STEP_KEYS: tuple[str, ...] = (
+    "step", "_step", "global_step", "train/global_step", "trainer/global_step", "grpo_step", "iteration",
+    "iter", "it", "update", "update_step", "train_step", "training_step", "optimizer_step", "steps", "epoch",
+)
+_CONTAINERS = ("logs", "metrics", "data", "stats", "scalars", "values", "log")
+_KIND_KEYS = ("type", "kind", "split", "mode", "phase", "stage", "event", "record_type")
+_EVAL_KINDS = {"eval", "evaluation", "val", "valid", "validation", "test", "eval_step", "evaluate"}
+_SAMPLE_KINDS = {"sample", "samples", "question", "questions", "example", "examples", "completion", "completions",
+                 "generation", "generations", "prediction", "predictions", "rollout_sample", "trajectory", "episode_sample"}
+_SAMPLE_KEYS = ("question", "prompt", "completion", "response", "answer", "output", "generation", "solution",
+                "ground_truth", "problem", "text")
+_RUN_KEYS = ("run", "run_name", "run_id", "label", "experiment", "experiment_name", "exp_name", "exp", "config_name",
+             "variant", "tag")
+_EVAL_WORDS = {"eval", "evals", "evaluation", "val", "valid", "validation", "test"}
+_TRAIN_WORDS = {"train", "training", "step", "steps", "rollout"}
+
+
+def is_eval_name(path: str) -> bool:
+    """True when a file's name says it holds evaluations only (``eval_history.json``, ``val_points.csv``)."""
+    words = set(re.split(r"[^a-z0-9]+", os.path.basename(path).lower().rsplit(".", 1)[0]))
+    return bool(words & _EVAL_WORDS) and not (words & _TRAIN_WORDS)
+
+
+def _flatten(d: dict, prefix: str, out: dict, skipped: dict) -> None:
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            _flatten(v, key + "/", out, skipped)
+        elif isinstance(v, list):
+            skipped[key] = "a list, not a number"
+        else:
+            out[key] = v
+
+
+def _lift(row: dict, skipped: dict) -> dict:
+    """One record with its container dict lifted and other nested dicts flattened."""
+    if not any(isinstance(v, (dict, list)) for v in row.values()):
+        return row
+    out: dict = {}
+    for k, v in row.items():
+        if isinstance(v, dict):
+            if k in _CONTAINERS:
+                _flatten(v, "", out, skipped)
+            else:
+                _flatten(v, k + "/", out, skipped)
+        elif isinstance(v, list):
+            skipped[k] = "a list, not a number"
+        else:
+            out[k] = v
+    return out
+
+
+def _is_number(v: Any) -> bool:
+    t = type(v)
+    if t is int or t is float:
+        return True
+    if t is str:
+        try:
+            float(v)
+            return True
+        except ValueError:
+            return False
+    return False
+
+
+def _pick_key(rows: list[dict], candidates: Iterable[str]) -> str | None:
+    seen: dict[str, str] = {}
+    for r in rows[:2000]:
+        for k in r:
+            seen.setdefault(k.lower(), k)
+    for c in candidates:
+        for r in rows[:2000]:
+            if c in r:
+                return c
+        if c.lower() in seen:
+            return seen[c.lower()]
+    return None
+
+
+class _Skips:
+    def __init__(self) -> None:
+        self.rows: dict[str, dict] = {}
+
+    def add(self, why: str, line: int | None) -> None:
+        cur = self.rows.get(why)
+        if cur is None:
+            self.rows[why] = {"count": 1, "first_line": line}
+        else:
+            cur["count"] += 1
+
+
+def rows_to_runs(path: str, rows: list[tuple[int | None, dict]], *, fmt: str, name: str, meta: dict | None = None,
+                 skips: dict | None = None, eval_file: bool = False, require_reward: bool = True) -> list[RunLog]:
+    """Run logs from ``(line number, record)`` pairs (see the module docstring for the rules).
+
+    Args:
+        path: the file (for messages).
+        rows: the records in file order; the line number (1-based, or None) is for the read report.
+        fmt: the format name the runs carry.
+        name: the run name (a run column's values replace it).
+        meta: facts to start each run's meta with.
+        skips: rows the caller already skipped, ``{why: {"count", "first_line"}}``.
+        eval_file: read every metric as an eval metric (``x`` -> ``eval_x``).
+    """
+    meta = dict(meta or {})
+    sk = _Skips()
+    sk.rows.update({k: dict(v) for k, v in (skips or {}).items()})
+    skipped_cols: dict[str, str] = {}
+    lifted = [(ln, _lift(r, skipped_cols)) for ln, r in rows]
+    dicts = [r for _, r in lifted]
+    step_key = _pick_key(dicts, STEP_KEYS)
+    if step_key == "epoch" and not all(_integral(r.get("epoch")) for r in dicts if "epoch" in r):
+        step_key = None  # fractional epochs are no step counter
+    kind_key = next((k for k in _KIND_KEYS if any(isinstance(r.get(k), str) for r in dicts[:2000])), None)
+    run_key = None
+    for k in _RUN_KEYS:
+        vals = {r.get(k) for r in dicts if isinstance(r.get(k), str)}
+        if len(vals) >= 2:
+            run_key = k
+            break
+    if step_key is None:
+        meta["step_source"] = "row number"
+        meta.setdefault("notes", []).append("no step column (looked for " + ", ".join(STEP_KEYS[:8])
+                                            + ", ...): rows numbered 1, 2, ...")
+    else:
+        meta["step_key"] = step_key
+    # -- per run: kinds, sample rows, averaging of consecutive rows of one step ------------------------
+    # rows holding a question/completion text are per-sample rows, unless every row holds one (a text column)
+    sample_rows = [any(isinstance(r.get(k), str) and r.get(k) for k in _SAMPLE_KEYS) for r in dicts]
+    if all(sample_rows):
+        sample_rows = [False] * len(dicts)
+    per_run: dict[str, list] = {}
+    n_eval_rows = 0
+    row_no = 0
+    for (ln, r), is_sample in zip(lifted, sample_rows):
+        if step_key is not None:
+            step = r.get(step_key)
+            if step is None or step == "":
+                if is_sample:
+                    sk.add("per-sample rows (question/completion text, no step)", ln)
+                else:
+                    sk.add("rows without a step", ln)
+                continue
+        else:
+            row_no += 1
+            step = row_no
+        kind = r.get(kind_key) if kind_key else None
+        kind = kind.strip().lower() if isinstance(kind, str) else None
+        if kind in _SAMPLE_KINDS:
+            sk.add(f"rows of kind {kind!r} (per-sample, not per-step)", ln)
+            continue
+        if is_sample and kind not in _EVAL_KINDS:
+            sk.add("per-sample rows (question/completion text)", ln)
+            continue
+        is_eval = eval_file or kind in _EVAL_KINDS
+        vals = {}
+        for k, v in r.items():
+            if k == step_key or k == kind_key or k == run_key:
+                continue
+            if is_eval and not (k.startswith("eval_") or k.startswith("eval/")):
+                k = "eval_" + k
+            vals[k] = v
+        if not any(_is_number(v) or v is None for v in vals.values()):
+            sk.add("rows without a number", ln)
+            continue
+        if is_eval:
+            n_eval_rows += 1
+        run = str(r.get(run_key)) if run_key and r.get(run_key) is not None else None
+        per_run.setdefault(run, []).append((step, kind if not is_eval else "eval", vals))
+    if not per_run:
+        raise LogFormatError(path, "no metric rows found" + (f" ({_skip_text(sk.rows)})" if sk.rows else ""))
+    if eval_file:
+        meta.setdefault("notes", []).append("the file name says it holds evaluations: its metrics are read as eval_*")
+    elif n_eval_rows:
+        meta.setdefault("notes", []).append(f"{n_eval_rows} rows marked {kind_key}=eval/val/test read as eval_* metrics")
+    if skipped_cols:
+        meta["skipped_columns"] = dict(skipped_cols)
+    out: list[RunLog] = []
+    for run, items in per_run.items():
+        tb = TableBuilder(path)
+        n_avg = _add_averaged(tb, items)
+        m = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v) for k, v in meta.items()}
+        m["skipped_rows"] = {k: dict(v) for k, v in sk.rows.items()}
+        if n_avg:
+            m.setdefault("notes", []).append(
+                f"{n_avg[0]} rows averaged into {n_avg[1]} steps (several consecutive rows of one step, e.g. one per "
+                "optimizer step)")
+        if run is not None:
+            m["run_column"] = {"name": run_key, "value": run}
+        out.extend(tb.finish_runs(name=run if run is not None else name, format=fmt, meta=m,
+                                  require_reward=require_reward))
+    return out
+
+
+def _integral(v) -> bool:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(f) and f == round(f)
+
+
+def _num(v):
+    t = type(v)
+    if t is float or t is int or t is bool:
+        return float(v)
+    if v is None:
+        return math.nan
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _add_averaged(tb: TableBuilder, items: list) -> tuple[int, int] | None:
+    """Add rows, one per block of consecutive rows of the same step.
+
+    Within a block, the rows of one kind are averaged (several per step: one per optimizer step or
+    micro-batch); the kinds are then joined into one row, a later kind's value winning a name two
+    kinds share. Returns (rows averaged, steps they gave) or None when no step had several rows of
+    one kind.
+    """
+    n_in = n_out = 0
+    i, n = 0, len(items)
+    while i < n:
+        step, kind, vals = items[i]
+        j = i + 1
+        while j < n and items[j][0] == step:
+            j += 1
+        if j - i == 1:
+            tb.add(step, vals)
+            i = j
+            continue
+        by_kind: dict[Any, list[dict]] = {}
+        for _, kd, v in items[i:j]:
+            by_kind.setdefault(kd, []).append(v)
+        row: dict = {}
+        for kd, vs in by_kind.items():
+            if len(vs) == 1:
+                row.update(vs[0])
+                continue
+            n_in += len(vs)
+            n_out += 1
+            sums: dict[str, list] = {}
+            for v in vs:
+                for k, x in v.items():
+                    f = _num(x)
+                    acc = sums.setdefault(k, [0.0, 0, None])
+                    if f is None:
+                        acc[2] = x
+                    elif f == f:
+                        acc[0] += f
+                        acc[1] += 1
+            for k, (sm, c, last) in sums.items():
+                row[k] = sm / c if c else (last if last is not None else math.nan)
+        tb.add(step, row)
+        i = j
+    return (n_in, n_out) if n_in else None
+
+
+def _skip_text(skips: dict) -> str:
+    return "; ".join(f"{v['count']} {k}" for k, v in skips.items())
+
+
+# ------------------------------------------------------------------------------------------ JSON documents
+def table_of_json(doc: Any) -> tuple[list[dict], dict] | None:
+    """The records of a JSON document, and its other top-level scalars; None when it holds no table.
+
+    Layouts: a list of objects; an object of equal-length lists (columns); an object with one list of
+    objects under some key (``{"history": [...], "lr": 1e-6}``) or one object of column lists.
+    """
+    if isinstance(doc, list):
+        recs = [r for r in doc if isinstance(r, dict)]
+        return (recs, {}) if recs else None
+    if not isinstance(doc, dict):
+        return None
+    lists = {k: v for k, v in doc.items() if isinstance(v, list)}
+    if lists and all(not isinstance(x, (dict, list)) for v in lists.values() for x in v[:50]):
+        n = max(len(v) for v in lists.values())
+        cols = {k: v for k, v in lists.items() if len(v) == n}
+        if n and len(cols) >= 2 or (n and _pick_key([{k: 0 for k in cols}], STEP_KEYS) is None and len(cols) == 1):
+            recs = [{k: v[i] for k, v in cols.items()} for i in range(n)]
+            rest = {k: v for k, v in doc.items() if k not in cols and not isinstance(v, (list, dict))}
+            return recs, rest
+    tables = {k: v for k, v in lists.items() if v and sum(isinstance(x, dict) for x in v) >= max(1, len(v) // 2)}
+    if len(tables) >= 1:
+        k = max(tables, key=lambda key: len(tables[key]))
+        recs = [r for r in tables[k] if isinstance(r, dict)]
+        rest = {kk: v for kk, v in doc.items() if kk != k and not isinstance(v, (list, dict))}
+        return recs, rest
+    inner = [v for v in doc.values() if isinstance(v, dict)]
+    for d in inner:
+        got = table_of_json(d)
+        if got is not None:
+            return got
+    return None
+
+
+def read_json_table(path: str | os.PathLike, text: str | None = None, *, require_reward: bool = True) -> list[RunLog]:
+    """Read one JSON document holding a table of per-step records (format ``"json"``)."""
+    path, text = load_text(path, text)
+    doc = _load_json(path, text)
+    got = table_of_json(doc)
+    if got is None:
+        raise LogFormatError(path, "JSON without a table of metrics (expected a list of per-step objects, an object "
+                                   "of equal-length lists, or a trainer_state.json 'log_history' list)")
+    recs, rest = got
+    meta: dict = {"group_size": None}
+    if rest:
+        meta["document_fields"] = {k: v for k, v in list(rest.items())[:50]}
+    return rows_to_runs(path, [(None, r) for r in recs], fmt="json", name=run_name(path), meta=meta,
+                        eval_file=is_eval_name(path), require_reward=require_reward)
+
+
+# ------------------------------------------------------------------------------------------------ CSV
+def read_csv_table(path: str | os.PathLike, text: str | None = None, *, require_reward: bool = True) -> list[RunLog]:
+    """Read a CSV (or TSV) table with a header row (format ``"csv"``)."""
+    path, text = load_text(path, text)
+    text = text.lstrip("\ufeff")
+    first = text.split("\n", 1)[0]
+    delim = "\t" if first.count("\t") > first.count(",") else ","
+    try:
+        rows = list(csv.reader(io.StringIO(text), delimiter=delim))
+    except csv.Error as e:
+        raise LogFormatError(path, f"malformed CSV ({e})") from None
+    rows = [r for r in rows if r and any(c.strip() for c in r)]
+    if len(rows) < 2:
+        raise LogFormatError(path, "CSV has a header but no rows")
+    header = [h.strip() for h in rows[0]]
+    width = len(header)
+    recs = []
+    sk = _Skips()
+    for i, r in enumerate(rows[1:], start=2):
+        if len(r) != width:
+            if i == len(rows):
+                sk.add("truncated last row", i)
+                continue
+            raise LogFormatError(path, f"row {i} has {len(r)} cells, header has {width}")
+        rec = {}
+        for h, c in zip(header, r):
+            c = c.strip()
+            if c == "":
+                continue
+            rec[h] = c
+        recs.append((i, rec))
+    return rows_to_runs(path, recs, fmt="csv", name=run_name(path), meta={"group_size": None}, skips=sk.rows,
+                        eval_file=is_eval_name(path), require_reward=require_reward)
+
+
+def json_lines(path: str, text: str) -> tuple[list[tuple[int, dict]], dict, list[tuple[int, dict]]]:
+    """The JSON-object lines of a text file: (rows, skipped, header/record objects); other lines skipped, counted."""
+    rows, specials = [], []
+    sk = _Skips()
+    loads = json.loads
+    for i, line in enumerate(text.splitlines(), start=1):
+        s = line.strip()
+        if not s:
+            continue
+        if s[0] != "{":
+            sk.add("lines that are not JSON", i)
+            continue
+        try:
+            obj = loads(s)
+        except RecursionError:
+            raise LogFormatError(path, f"line {i} is JSON nested too deeply to read") from None
+        except json.JSONDecodeError:
+            sk.add("lines that are not JSON", i)
+            continue
+        if not isinstance(obj, dict):
+            sk.add("JSON lines that are not objects", i)
+            continue
+        if "_grpojax" in obj:
+            specials.append((i, obj))
+            continue
+        rows.append((i, obj))
+    return rows, sk.rows, specials
