@@ -83,6 +83,12 @@ class Config(pydantic.BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False,
                               use_attribute_docstrings=True)
 
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except pydantic.ValidationError as exc:
+            raise ConfigError(format_validation_error(exc, type(self))) from None
+
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "") -> Self:
         """Build from a mapping (``None``: every default); errors are one :class:`ConfigError` line.
