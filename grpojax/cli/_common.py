@@ -60,27 +60,34 @@ def check_bounds_arg(args) -> tuple[float, float] | None:
 
 def add_log_read_args(p) -> None:
     """``--map CANONICAL=SOURCE`` (repeatable) and ``--explain``: the log-reading flags of every command that reads a log."""
-    p.add_argument("--map", action="append", default=[], metavar="CANONICAL=SOURCE",
+    p.add_argument("--map", action="append", default=[], type=map_item, metavar="CANONICAL=SOURCE",
                    help="read the log's column SOURCE as the canonical column CANONICAL (e.g. --map reward_mean=acc_mean; "
                         "repeatable); for names the built-in alias table does not know")
     p.add_argument("--explain", action="store_true",
                    help="print how the log was read: the column behind each canonical one, what was kept and skipped")
 
 
+def map_item(item: str) -> tuple[str, str]:
+    """One ``--map`` value as ``(canonical, source)``; a bad one is refused while the arguments are parsed."""
+    import argparse  # noqa: PLC0415
+
+    from grpojax.logs import CANDIDATES  # noqa: PLC0415  (the logs package imports no JAX)
+
+    canon, sep, src = str(item).partition("=")
+    canon, src = canon.strip(), src.strip()
+    if not sep or not canon or not src:
+        raise argparse.ArgumentTypeError(f"expects CANONICAL=SOURCE (e.g. reward_mean=acc_mean), got {item!r}")
+    if canon not in CANDIDATES:
+        raise argparse.ArgumentTypeError(f"{canon!r} is not a canonical column; valid names: {', '.join(CANDIDATES)}")
+    return canon, src
+
+
 def log_read_kwargs(args) -> dict:
-    """``{"mapping": {canonical: source} or None, "explain": bool}`` from ``--map`` / ``--explain`` (one-line errors)."""
+    """``{"mapping": {canonical: source} or None, "explain": bool}`` from ``--map`` / ``--explain``."""
     mapping = {}
     for item in getattr(args, "map", None) or []:
-        canon, sep, src = item.partition("=")
-        if not sep or not canon.strip() or not src.strip():
-            raise CLIError(f"--map expects CANONICAL=SOURCE (e.g. reward_mean=acc_mean), got {item!r}")
-        mapping[canon.strip()] = src.strip()
-    if mapping:
-        from grpojax.logs import CANDIDATES  # noqa: PLC0415
-
-        bad = [c for c in mapping if c not in CANDIDATES]
-        if bad:
-            raise CLIError(f"--map {bad[0]}=...: {bad[0]!r} is not a canonical column; valid names: {', '.join(CANDIDATES)}")
+        canon, src = item if isinstance(item, tuple) else map_item(item)
+        mapping[canon] = src
     return {"mapping": mapping or None, "explain": bool(getattr(args, "explain", False))}
 
 

@@ -23,8 +23,22 @@ format:
 ``jsonl``          grpojax's own JSONL (see :mod:`grpojax.logs._jsonl` for the reference spec:
                    optional ``{"_grpojax": {...}}`` header, then ``{"step": N, <canonical
                    names>: value}`` per line; written by :func:`write_jsonl` /
-                   :class:`JsonlLogger`; :func:`truncate_jsonl` for resumed runs)
+                   :class:`JsonlLogger`; :func:`truncate_jsonl` for resumed runs), and any other
+                   JSONL of per-step objects (metrics nested under ``logs``/``metrics``/``data``,
+                   lines that are not JSON skipped and counted)
+``json``           one JSON document holding a table: a list of per-step objects, an object of
+                   equal-length lists, or ``{"history": [...]}``
+``csv``            a CSV/TSV table with a header row (W&B exports are ``wandb_csv``)
 =================  =========================================================================
+
+The generic readers (``jsonl``, ``json``, ``csv``; :mod:`grpojax.logs._generic`) find the step
+column among :data:`STEP_KEYS`, read rows marked ``type``/``split`` = eval as eval metrics, skip
+per-question rows, average several rows of one step, and split a table with a run column. A run
+folder (per-step history + eval history + ``args.json``/``config.json``) is one run with the
+hyperparameters' group size, lr, epochs per rollout, KL coefficient and max steps in its meta.
+``mapping={canonical: source}`` (``--map CANONICAL=SOURCE``) names a column the alias table
+:data:`CANDIDATES` does not know; every run carries a :class:`ReadReport` (``run.report``,
+``--explain``) saying what was mapped, kept and skipped.
 
 OpenRLHF logs through W&B/TensorBoard (``train/<name>``, ``eval/<name>``) are read by the
 ``wandb_csv``/``tensorboard`` readers with OpenRLHF's names mapped (``reward``, ``kl``,
@@ -40,7 +54,8 @@ over reward functions; per-function columns keep their names); ``eval_reward`` i
 
 Runs are never interleaved: a file whose step counter restarts (drops to or below the first step
 of the current segment: a second run appended, a restart from scratch) is read as several runs
-``<name>#1``, ``<name>#2``, ... Repairs and checks (each a one-line :class:`LogWarning` naming the
+``<name>#1``, ``<name>#2``, ... (``read_logs`` returns them all; ``read_log`` the last, with a
+warning) Repairs and checks (each a one-line :class:`LogWarning` naming the
 file, also listed in ``meta["warnings"]``): steps logged again after a smaller rewind (a run
 resumed from a checkpoint into the same log) keep the last value; out-of-order steps are sorted;
 NaN values are kept and counted in ``meta["nan_counts"]``. :func:`merge_runs` joins a run resumed
@@ -63,8 +78,10 @@ from grpojax.logs._jsonl import (
     truncate_jsonl,
     write_jsonl,
 )
+from grpojax.logs._generic import STEP_KEYS
 from grpojax.logs._names import CANDIDATES
 from grpojax.logs._read import FORMATS, detect_format, read_log, read_logs
+from grpojax.logs._report import ReadReport
 from grpojax.logs._runlog import CANONICAL_COLUMNS, LogFormatError, LogWarning, RunLog, merge_runs
 from grpojax.logs._smooth import EDGE_POLICIES, moving_average
 
@@ -84,6 +101,8 @@ __all__ = [
     "FORMATS",
     "CANONICAL_COLUMNS",
     "CANDIDATES",
+    "STEP_KEYS",
+    "ReadReport",
     "write_jsonl",
     "read_jsonl",
     "JsonlLogger",

@@ -79,7 +79,7 @@ class ReadReport:
             parts = []
             for canon, src in self.mapped.items():
                 src_s = " + ".join(map(str, src)) if isinstance(src, (list, tuple)) else str(src)
-                mark = " (--map)" if canon in self.user_mapped else ""
+                mark = " (your mapping)" if canon in self.user_mapped else ""
                 parts.append(canon if src_s == canon else f"{canon} <- {src_s}{mark}")
             lines.append("  mapped: " + "; ".join(parts))
         else:
