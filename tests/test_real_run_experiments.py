@@ -17,6 +17,46 @@ def test_diagnose_experiment_without_a_corpus_reports_not_tested(tmp_path):
     assert [c["verdict"] for c in claims] == ["not_tested", "not_tested"]
 
 
+def test_loro_folds_never_train_on_the_held_out_repository():
+    loro = _load("_loro")
+    items = [("b/x", 1), ("A/y", 2), ("b/x", 3), ("c/z", 4)]
+    seen = []
+    for repo, train, test in loro.folds(items, lambda it: it[0]):
+        assert {it[0] for it in test} == {repo} and repo not in {it[0] for it in train}
+        assert sorted(train + test) == sorted(items)
+        seen.append(repo)
+    assert seen == ["A/y", "b/x", "c/z"]
+    s = loro.summary({"a": {"recall": 1.0, "fpr": float("nan")}, "b": {"recall": 0.5, "fpr": 0.2}})
+    assert s["mean"] == {"fpr": 0.2, "recall": 0.75} and s["n_repos"] == {"fpr": 1, "recall": 2}
+
+
+def test_threshold_is_chosen_without_the_held_out_repository():
+    """Two repositories prefer grid index 0, the held-out one index 2: its score must use what the others
+    chose (index 0), so it scores recall 0, not 1."""
+    mod = _load("diagnose_real_runs")
+    mode = "gradient_spikes"
+
+    def row(repo, label, grid):
+        return {"run": f"{repo}-{label}-{grid}", "repo": repo, "mode": mode, "label": label, "grid": grid}
+
+    rows = []
+    for repo in ("r1", "r2"):  # index 0 finds the positive, 1 and 2 miss it; no false positives anywhere
+        rows += [row(repo, "present", [True, False, False]), row(repo, "absent", [False, False, False])]
+    rows += [row("r3", "present", [False, False, True]), row("r3", "absent", [False, False, False])]
+    sc = mod.loro_scores(rows, [mode])[mode]
+    assert sc["per_repo"]["r3"]["recall"] == 0.0 and sc["per_repo"]["r3"]["value"] == mod.GRID[mode][1][0]
+    assert sc["per_repo"]["r1"]["recall"] == 1.0  # r1 is scored with what r2 (and r3) prefer: index 0 ties
+    assert sc["mean"]["recall"] == pytest.approx(2 / 3) and sc["pooled"]["n_present"] == 3
+    # ties go to the default index
+    tie = [row("r1", "present", [True, True, True]), row("r2", "absent", [False, False, False])]
+    assert mod.choose_index(tie) == mod.DEFAULT_INDEX
+    # the grid is declared for every detector, default in the middle
+    from grpojax.diagnose import ALL_MODES, DEFAULT_CONFIG
+
+    assert set(mod.GRID) == set(ALL_MODES)
+    assert all(getattr(DEFAULT_CONFIG, f) == v[mod.DEFAULT_INDEX] for f, v in mod.GRID.values())
+
+
 def _table(creep, persistence, exponential, sigmoid, coverage, prefix=0.25):
     row = lambda m: {"mae_scaled": m, "coverage": coverage}  # noqa: E731
     return {f"all|{prefix}|{k}": row(v) for k, v in (("creep", creep), ("persistence", persistence),
