@@ -5,7 +5,7 @@
 Needs torch, trl and datasets (``pip install -e '.[bench]'``). Trains the tiny Qwen2 model shipped with
 the tests (random weights, a few kilobytes) for 12 steps on a toy reward, with the monitor attached
 ahead of TRL's reporters: the ``monitor/...`` values (forecast, stability margin, findings, each with the
-step its report was computed at) land in the TensorBoard event files under OUT/tb next to TRL's own
+step its report was computed at) land in the TensorBoard event files under OUT/runs next to TRL's own
 metrics. Under a minute on 2 CPU cores.
 """
 
@@ -30,8 +30,8 @@ def reward(completions, **kwargs):
 
 def main(out: str = "out/examples/trl_grpo_with_monitor") -> GRPOTrainer:
     args = GRPOConfig(output_dir=out, max_steps=12, per_device_train_batch_size=4, num_generations=4,
-                      max_completion_length=6, logging_steps=1, report_to=["tensorboard"],
-                      logging_dir=str(pathlib.Path(out) / "tb"), save_strategy="no", use_cpu=True)
+                      max_completion_length=6, logging_steps=1, report_to=["tensorboard"], save_strategy="no",
+                      use_cpu=True)
     trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(MODEL), reward_funcs=reward, args=args,
                           train_dataset=Dataset.from_dict({"prompt": ["1 + 1 ="] * 16}),
                           processing_class=AutoTokenizer.from_pretrained(MODEL))

@@ -45,7 +45,7 @@ def test_trl_example_reports_monitor_values_to_tensorboard(tmp_path):
     out = _run("trl_grpo_with_monitor.py", str(tmp_path / "trl"))
     assert "monitor refreshed" in out
     tags = set()
-    for ev in (tmp_path / "trl" / "tb").rglob("events.out.tfevents.*"):
+    for ev in (tmp_path / "trl").rglob("events.out.tfevents.*"):
         acc = EventAccumulator(str(ev.parent))
         acc.Reload()
         tags |= set(acc.Tags()["scalars"])

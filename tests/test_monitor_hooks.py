@@ -160,8 +160,8 @@ def test_tiny_trl_grpo_trainer_runs_with_the_callback(tmp_path):
         return [float(len(c) % 3 == 0) for c in completions]
 
     cfg = GRPOConfig(output_dir=str(tmp_path), max_steps=12, per_device_train_batch_size=4, num_generations=4,
-                     max_completion_length=6, logging_steps=1, report_to=["tensorboard"],
-                     logging_dir=str(tmp_path / "tb"), save_strategy="no", use_cpu=True)
+                     max_completion_length=6, logging_steps=1, report_to=["tensorboard"], save_strategy="no",
+                     use_cpu=True)
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=cfg, train_dataset=data, processing_class=tok)
     cb = attach(trainer, config=MonitorConfig(every=4, method="persistence"), stop_on=("plateau",))
     trainer.train()
