@@ -23,6 +23,9 @@ naming the differing keys: pass --allow-config-change to resume it with the new 
 summary.json; the old config is kept as config.before-step-N.yaml), --overwrite to start over (only
 the run's own files are deleted), or choose another --out.
 
+A population (members listed or a grid of learning rates, momenta, K_ref, ...; one compiled program):
+  grpojax train --population population.yaml --out out/population
+
 Several processes (data-parallel over every process's devices; process 0 writes the run folder):
   grpojax launch -n 2 -- grpojax train --config tiny-arith --out out/tiny-arith
 
@@ -40,7 +43,10 @@ def register(subparsers) -> None:
         description="GRPO-train a causal LM (Flax NNX) on verifiable math rewards, logging every step.\n\n" + EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--config", required=True, help="YAML config file or shipped config name (e.g. tiny-arith)")
+    p.add_argument("--config", default=None, help="YAML config file or shipped config name (e.g. tiny-arith)")
+    p.add_argument("--population", default=None, metavar="FILE.yaml",
+                   help="train a population of runs in one compiled program (members listed or a grid; see "
+                        "the training guide) instead of one run from --config")
     p.add_argument("--out", required=True, help="run folder (created; a run with the same config is resumed)")
     p.add_argument("--steps", type=int, default=None, help="override the number of GRPO steps")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -70,7 +76,26 @@ def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
         return False
 
 
+def run_population(args) -> int:
+    """``--population FILE.yaml``: every member's run log under ``--out/members/<name>/``."""
+    from grpojax.grpo import train_population_file
+
+    if args.config or args.set or args.steps is not None or args.resume or args.stop_on:
+        raise CLIError("--population takes its config, overrides and steps from the population file; "
+                       "expected no --config/--set/--steps/--resume/--stop-on with it")
+    results = train_population_file(args.population, args.out, show_progress=not args.quiet)
+    for g, res in results:
+        n, bad = len(res.members), int(res.diverged.sum())
+        console.print(f"G={g}: {n} members, {bad} diverged, {res.wall_s:.1f} s; table: "
+                      f"{res.out_dir / 'population.json'}")
+    return 0
+
+
 def run(args) -> int:
+    if args.population:
+        return run_population(args)
+    if not args.config:
+        raise CLIError("--config is required (or --population FILE.yaml)")
     from grpojax._distributed import initialize_distributed, is_primary
 
     initialize_distributed(args.distributed)  # before any JAX computation

@@ -11,6 +11,9 @@ from ._data import Problem, chat_messages, chat_prompt_ids, format_prompt, load_
 from ._logging import read_jsonl_metrics
 from ._loss import AGGREGATIONS, LossTerms, aggregate, clipped_surrogate, grpo_loss, k3_kl, token_logprobs
 from ._optim import build_optimizer, build_schedule
+from ._population import Member, PopulationResult, train_population
+from ._population_spec import train_population_file
+from ._rollout import sample_completions
 from ._rewards import (
     ANSWER_FORMATS,
     REWARD_FUNCTIONS,
@@ -38,6 +41,7 @@ from ._train_config import (
     shipped_configs,
 )
 from ._trainer import GRPOTrainer, NonFiniteLossError, StepHook, train
+from ._update import LossSettings, grpo_step
 
 __all__ = [
     "ADVANTAGE_MODES",
@@ -48,9 +52,12 @@ __all__ = [
     "CheckpointError",
     "CheckpointStore",
     "GRPOTrainer",
+    "LossSettings",
     "LossTerms",
+    "Member",
     "NonFiniteLossError",
     "ParseOptions",
+    "PopulationResult",
     "Problem",
     "RolloutBatch",
     "RunFolderError",
@@ -78,6 +85,7 @@ __all__ = [
     "format_reward",
     "group_advantages",
     "grpo_loss",
+    "grpo_step",
     "k3_kl",
     "load_config",
     "load_jsonl",
@@ -91,10 +99,13 @@ __all__ = [
     "resolve_config_path",
     "run_markers",
     "sample_batch",
+    "sample_completions",
     "save_config",
     "score_completions",
     "shipped_configs",
     "split_heldout",
     "token_logprobs",
     "train",
+    "train_population",
+    "train_population_file",
 ]
