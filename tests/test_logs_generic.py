@@ -213,6 +213,38 @@ def test_resumed_run_in_a_second_file_is_joined_in_its_folder(tmp_path):
     assert any("continues" in n for n in run.report.notes)
 
 
+def test_console_lines_of_name_value_pairs(tmp_path):
+    """Free-text console layouts: 'Epoch:[e/E](k/M), Reward: r, ...' and 'step k/N | name: v | ...'."""
+    p = tmp_path / "train.log"
+    lines = ["Model Params: 30.03M", "Loading checkpoint shards: 100%|####| 2/2 [00:00<00:00]"]
+    for e in (1, 2):
+        lines += [f"Epoch:[{e}/2]({k}/20), Reward: {curve(20 * (e - 1) + k):.4f}, KL_ref: 0.0010, Adv Std: 0.92, "
+                  f"Avg Response Len: {100 + k}.00, Learning Rate: 0.00000030" for k in range(1, 21)]
+    p.write_text("\n".join(lines) + "\n")
+    assert detect_format(p) == "text_kv"
+    run = read_log(p)
+    np.testing.assert_array_equal(run.steps, STEPS)
+    np.testing.assert_allclose(run.columns["reward_mean"], [round(curve(s), 4) for s in STEPS])
+    assert run.report.mapped == {"reward_mean": "Reward", "kl": "KL_ref", "lr": "Learning Rate",
+                                 "response_length": "Avg Response Len"}
+    assert run.report.skipped_rows["lines without name: value metrics"]["count"] == 2
+    q = tmp_path / "grpo_log.txt"
+    q.write_text("Found 1000 images\n" + "".join(
+        f"GRPO step {s}/500 | loss: 0.0000 | mean_reward: {curve(s):.4f} | KL: 0.0001 | lr: 0.000001\n"
+        f"  Rewards: [-1.0, 0.5] (1/2 rendered)\n" for s in range(10, 101, 10)))
+    run = read_log(q)
+    np.testing.assert_array_equal(run.steps, np.arange(10, 101, 10))
+    np.testing.assert_allclose(run.columns["kl"], 1e-4)
+
+
+def test_averaged_and_plural_names_meet_the_alias_table(tmp_path):
+    p = tmp_path / "grpo_metrics.json"
+    p.write_text(json.dumps({"rewards_avg": [curve(s) for s in STEPS], "val_accuracies_avg": [0.5] * len(STEPS),
+                             "kl_avg": [0.01] * len(STEPS)}))
+    run = read_log(p)
+    assert run.report.mapped == {"reward_mean": "rewards_avg", "eval_reward": "val_accuracies_avg", "kl": "kl_avg"}
+
+
 def test_no_step_column_numbers_the_rows(tmp_path):
     p = tmp_path / "r.json"
     p.write_text(json.dumps([{"mean_reward": curve(s)} for s in STEPS]))

@@ -175,12 +175,13 @@ def test_log_that_starts_over_is_two_runs(tmp_path):
         np.testing.assert_array_equal(r.steps, np.arange(1, 6))
         np.testing.assert_allclose(r.columns["reward_mean"], k + 0.01 * r.steps)  # never interleaved
         assert r.meta["segment"]["index"] == k + 1 and r.meta["segment"]["of"] == 2
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(LogFormatError) as e:
-            read_log(p)
-        assert read_log(p, run="twice#2").columns["reward_mean"][0] == pytest.approx(1.01)
-    msg = str(e.value)
+    # read_log: the last run, with a one-line warning naming the others and how to get them
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        last = read_log(p)
+        assert read_log(p, run="twice#1").columns["reward_mean"][0] == pytest.approx(0.01)
+    np.testing.assert_allclose(last.columns["reward_mean"], 1 + 0.01 * last.steps)
+    msg = next(str(w.message) for w in caught if "read the last" in str(w.message))
     assert "\n" not in msg and msg.startswith(str(p)) and "holds 2 runs ('twice#1', 'twice#2')" in msg
     assert "run=NAME" in msg and "read_logs" in msg
 

@@ -22,8 +22,18 @@ import pytest
 
 from grpojax.logs import LogWarning, read_jsonl, read_log, read_logs
 
-_RUNS = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "real-runs"
+_REPO = pathlib.Path(__file__).resolve().parents[1]
+_RUNS = _REPO.parent / "shared" / "real-runs"
 _IDS = sorted(p.name for p in _RUNS.iterdir() if p.is_dir()) if _RUNS.is_dir() else ["(corpus absent)"]
+_MANIFEST = _REPO / "benchmarks" / "corpus" / "MANIFEST.tsv"
+_CACHE = _REPO / "data" / "corpus-cache"
+
+
+def _manifest_ids() -> list[str]:
+    if not _MANIFEST.is_file():
+        return ["(no manifest)"]
+    lines = _MANIFEST.read_text().splitlines()
+    return [ln.split("\t")[0] for ln in lines[1:] if ln.strip()] or ["(no manifest)"]
 
 
 def _originals(folder: pathlib.Path) -> list[pathlib.Path]:
@@ -97,3 +107,19 @@ def test_largest_originals_read_fast(real_runs):
             read_logs(f)
         dt = time.perf_counter() - t
         assert dt < 2.0, f"{f.name} ({f.stat().st_size / 1e6:.1f} MB) took {dt:.2f} s to read"
+
+
+@pytest.mark.parametrize("run_id", _manifest_ids())
+def test_public_corpus_run_reads_without_flags(run_id):
+    """Each run of benchmarks/corpus (files in its git-ignored cache, or committed beside the manifest)
+    reads without flags into runs with a reward column; skips where the files are not on this machine."""
+    folder = next((d for d in (_REPO / "benchmarks" / "corpus" / run_id, _CACHE / run_id) if d.is_dir()), None)
+    if folder is None:
+        pytest.skip(f"{run_id}: files not on this machine (see benchmarks/corpus/README.md to fetch them)")
+    files = [p for p in sorted(folder.iterdir()) if p.is_file() and p.name not in ("LICENSE", "README.md")]
+    src = files[0] if len(files) == 1 else folder
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LogWarning)
+        runs = read_logs(src)
+    assert runs and all(r.has("reward_mean") or r.has("eval_reward") for r in runs)
+    assert max(len(r) for r in runs) >= 10

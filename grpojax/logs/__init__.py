@@ -29,9 +29,11 @@ format:
 ``json``           one JSON document holding a table: a list of per-step objects, an object of
                    equal-length lists, or ``{"history": [...]}``
 ``csv``            a CSV/TSV table with a header row (W&B exports are ``wandb_csv``)
+``text_kv``        console lines of three or more ``name: value`` pairs (``Epoch:[1/1](12/500),
+                   Reward: 0.41, KL_ref: 0.002``; ``step 10/500 | loss: 0.1 | mean_reward: 0.3``)
 =================  =========================================================================
 
-The generic readers (``jsonl``, ``json``, ``csv``; :mod:`grpojax.logs._generic`) find the step
+The generic readers (``jsonl``, ``json``, ``csv``, ``text_kv``; :mod:`grpojax.logs._generic`) find the step
 column among :data:`STEP_KEYS`, read rows marked ``type``/``split`` = eval as eval metrics, skip
 per-question rows, average several rows of one step, and split a table with a run column. A run
 folder (per-step history + eval history + ``args.json``/``config.json``) is one run with the

@@ -154,9 +154,15 @@ def rows_to_runs(path: str, rows: list[tuple[int | None, dict]], *, fmt: str, na
     step_key = _pick_key(dicts, STEP_KEYS)
     if step_key == "epoch" and not all(_integral(r.get("epoch")) for r in dicts if "epoch" in r):
         step_key = None  # fractional epochs are no step counter
-    kind_key = next((k for k in _KIND_KEYS if any(isinstance(r.get(k), str) for r in dicts[:2000])), None)
+    all_keys: set = set()
+    for r in dicts:
+        all_keys.update(r)
+    kind_key = next((k for k in _KIND_KEYS if k in all_keys and any(isinstance(r.get(k), str) for r in dicts[:2000])),
+                    None)
     run_key = None
     for k in _RUN_KEYS:
+        if k not in all_keys:
+            continue
         vals = {r.get(k) for r in dicts if isinstance(r.get(k), str)}
         if len(vals) >= 2:
             run_key = k
@@ -169,7 +175,9 @@ def rows_to_runs(path: str, rows: list[tuple[int | None, dict]], *, fmt: str, na
         meta["step_key"] = step_key
     # -- per run: kinds, sample rows, averaging of consecutive rows of one step ------------------------
     # rows holding a question/completion text are per-sample rows, unless every row holds one (a text column)
-    sample_rows = [any(isinstance(r.get(k), str) and r.get(k) for k in _SAMPLE_KEYS) for r in dicts]
+    sample_keys = [k for k in _SAMPLE_KEYS if k in all_keys]
+    sample_rows = [any(isinstance(r.get(k), str) and r.get(k) for k in sample_keys) for r in dicts] if sample_keys \
+        else [False] * len(dicts)
     if all(sample_rows):
         sample_rows = [False] * len(dicts)
     per_run: dict[str, list] = {}
@@ -417,3 +425,90 @@ def json_lines(path: str, text: str) -> tuple[list[tuple[int, dict]], dict, list
             continue
         rows.append((i, obj))
     return rows, sk.rows, specials
+
+
+# ------------------------------------------------------------------------------ free-text "key: value" lines
+_KV_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
+_KV_PAIR = re.compile(r"(?<![A-Za-z0-9_./-])([A-Za-z_][A-Za-z0-9_./-]*(?: [A-Za-z][A-Za-z0-9_./-]*){0,3})\s*[:=]\s*("
+                      + _KV_NUM + r")(?=\s*(?:[,|;]|$|\s))", re.I)
+_KV_EPOCH = re.compile(r"epoch\s*:?\s*\[(\d+)/(\d+)\]\s*\((\d+)/(\d+)\)", re.I)
+_KV_STEP = (re.compile(r"\b(?:global[_ ]step|step|iteration|iter|update)\s*[:=#]?\s*\[?(\d+)(?:\s*/\s*\d+)?", re.I),
+            re.compile(r"\((\d+)/\d+\)"), re.compile(r"\[(\d+)/\d+\]"))
+_KV_MIN_PAIRS = 3
+
+
+_KV_PART = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_./ -]{0,60}?)\s*[:=]\s*(" + _KV_NUM + r")\s*", re.I)
+_KV_SPLIT = re.compile(r"[,|;]")
+
+
+def _kv_pairs(line: str) -> list[tuple[str, str]]:
+    """The ``name: number`` pairs of a line: its ``,``/``|``/``;``-separated parts first (fast), else a scan."""
+    out = []
+    for part in _KV_SPLIT.split(line):
+        m = _KV_PART.fullmatch(part)
+        if m:
+            out.append((m.group(1).strip(), m.group(2)))
+    if len(out) >= _KV_MIN_PAIRS:
+        return out
+    return [(k.strip(), v) for k, v in _KV_PAIR.findall(line)]
+
+
+def looks_like_kv_text(text: str) -> bool:
+    """True when at least three lines hold three or more ``name: number`` (or ``name=number``) pairs."""
+    n = 0
+    for line in text.splitlines()[:5000]:
+        if line.count(":") + line.count("=") >= _KV_MIN_PAIRS and len(_kv_pairs(line)) >= _KV_MIN_PAIRS:
+            n += 1
+            if n >= 3:
+                return True
+    return False
+
+
+def _kv_step(line: str) -> int | None:
+    m = _KV_EPOCH.search(line)
+    if m:
+        e, per = int(m.group(1)), int(m.group(4))
+        return (e - 1) * per + int(m.group(3))
+    for pat in _KV_STEP:
+        m = pat.search(line)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def read_kv_text(path: str | os.PathLike, text: str | None = None, *, require_reward: bool = True) -> list[RunLog]:
+    """Read console lines of ``name: value`` pairs (format ``"text_kv"``).
+
+    A metric line holds three or more pairs, separated by commas, ``|``, ``;`` or spaces
+    (``Epoch:[1/1](12/500), Reward: 0.41, KL_ref: 0.002, ...``; ``GRPO step 10/500 | loss: 0.1 |
+    mean_reward: 0.3``). The step is the number after ``step``/``iteration``/``iter`` on the line, the
+    ``(k/M)`` counter (after ``Epoch:[e/E]``: ``(e-1)·M + k``), or the line's order. Names are read as
+    written (``Avg Response Len`` meets the alias ``avg_response_len``); every other line is skipped and
+    counted.
+    """
+    path, text = load_text(path, text)
+    rows: list[tuple[int, dict]] = []
+    sk = _Skips()
+    have_step = None
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        pairs = _kv_pairs(line) if line.count(":") + line.count("=") >= _KV_MIN_PAIRS else []
+        if len(pairs) < _KV_MIN_PAIRS:
+            sk.add("lines without name: value metrics", i)
+            continue
+        rec = dict(pairs)
+        step = _kv_step(line)
+        if have_step is None:
+            have_step = step is not None
+        if have_step:
+            if step is None:
+                sk.add("metric lines without a step", i)
+                continue
+            rec["step"] = step
+        rows.append((i, rec))
+    if not rows:
+        raise LogFormatError(path, "no lines of 'name: value' metrics found")
+    meta = {"group_size": None}
+    return rows_to_runs(path, rows, fmt="text_kv", name=run_name(path), meta=meta, skips=sk.rows,
+                        require_reward=require_reward)

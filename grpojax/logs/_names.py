@@ -163,6 +163,8 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
         "avg_response_length",
         "mean_response_length",
         "response_len",
+        "avg_len",
+        "avg_response_len",
         "mean_completion_length",
         "avg_completion_length",
         "completion_len",
@@ -182,6 +184,17 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 def name_key(name: str) -> str:
     """The form names are compared in when an exact match fails: lower case, ``-``/``.``/spaces -> ``_``."""
     return re.sub(r"[\s.\-]+", "_", str(name).strip().lower())
+
+
+_SUFFIX = re.compile(r"(?:_avg|_mean|_average|_avg_mean)$")
+_PLURAL = {"accuracies": "accuracy", "scores": "score", "entropies": "entropy", "lengths": "length", "norms": "norm"}
+
+
+def name_stem(name: str) -> str:
+    """:func:`name_key` without an averaging suffix and with plural words singular
+    (``val_accuracies_avg`` -> ``val_accuracy``, ``kl_avg`` -> ``kl``): the last, loosest match."""
+    k = _SUFFIX.sub("", name_key(name))
+    return "_".join(_PLURAL.get(w, w) for w in k.split("_"))
 
 
 #: mapping ``{canonical: source column}`` chosen by the caller for the read in progress (``read_logs(mapping=)``).
@@ -285,15 +298,23 @@ def canonicalize(columns: dict[str, np.ndarray], path: str, meta: dict) -> dict[
                 mapping[canon] = orig(c)
                 break
         else:
-            if keys is None:  # loose match: case, '-', '.' and spaces ignored
-                keys = {}
+            if keys is None:  # loose match: case, '-', '.' and spaces ignored; then an _avg/_mean suffix too
+                keys, stems = {}, {}
                 for k in cols:
                     keys.setdefault(name_key(k), k)
-            for c in cands:
-                k = keys.get(name_key(c))
-                if k is not None and k in cols and k not in CANDIDATES and not _empty(cols[k]):
-                    cols[canon] = cols.pop(k)
-                    mapping[canon] = orig(k)
+                    st = name_stem(k)
+                    if st != name_key(k):
+                        stems.setdefault(st, k)
+            for table in (keys, stems):
+                hit = None
+                for c in cands:
+                    k = table.get(name_key(c))
+                    if k is not None and k in cols and k not in CANDIDATES and not _empty(cols[k]):
+                        hit = k
+                        break
+                if hit is not None:
+                    cols[canon] = cols.pop(hit)
+                    mapping[canon] = orig(hit)
                     break
 
     # reward functions (TRL): rewards/<f>[/mean]

@@ -33,6 +33,7 @@ FORMATS: tuple[str, ...] = (
     "jsonl",
     "json",
     "csv",
+    "text_kv",
 )
 
 _HEAD = 1 << 16
@@ -51,6 +52,7 @@ def _reader(fmt: str):
         "jsonl": _jsonl.read_jsonl,
         "json": _generic.read_json_table,
         "csv": _generic.read_csv_table,
+        "text_kv": _generic.read_kv_text,
     }[fmt]
 
 
@@ -108,11 +110,13 @@ def detect_format(path: str | os.PathLike) -> str:
     fmt = _csv_kind(first_line, path, loose=True)
     if fmt is not None:
         return fmt
+    if _generic.looks_like_kv_text(head if len(raw) < _HEAD else read_text(path)):
+        return "text_kv"
     raise LogFormatError(
         path,
         "unknown log format (expected TRL trainer_state.json or console dicts, verl console or "
         "JSONL, TensorBoard events, a W&B CSV export, OpenRLHF or grpojax JSONL, a JSON list of per-step "
-        "objects, JSON lines or a CSV table)",
+        "objects, JSON lines, a CSV table or console lines of 'name: value' metrics)",
     )
 
 
@@ -466,8 +470,11 @@ def _read_folder(path: str) -> list[RunLog]:
 
 def _join_in_folder(folder: str, files: list[tuple[str, list[RunLog]]]) -> list[RunLog]:
     """The runs of one folder's files with resumed runs joined and eval histories joined to the train run."""
-    evals = [r for f, rs in files if _generic.is_eval_name(f) for r in rs if r.format != "wandb_csv"]
-    plain = [r for f, rs in files if not _generic.is_eval_name(f) for r in rs]
+    def is_eval(f: str, r: RunLog) -> bool:  # W&B panel CSVs are named after their metric: merged by run name
+        return _generic.is_eval_name(f) and r.format != "wandb_csv"
+
+    evals = [r for f, rs in files for r in rs if is_eval(f, r)]
+    plain = [r for f, rs in files for r in rs if not is_eval(f, r)]
     singles = [r for r in plain if "segment" not in r.meta and r.format not in ("wandb_csv", "tensorboard")
                and len(r) > 0]
     rest = [r for r in plain if r not in singles]
