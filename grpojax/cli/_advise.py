@@ -111,7 +111,7 @@ def run(args) -> int:
     t.add_column("value")
     t.add_row("damping ratio ζ", f"{a.damping_ratio:.3g} ({a.regime}; band {a.zeta_band[0]:g}-{a.zeta_band[1]:g})")
     t.add_row("exact critical η*", f"{a.exact_critical_eta:.4g}")
-    t.add_row("margin 1 − η/η*", f"{a.margin:.3g} (spectral radius {a.spectral_radius:.5f} per step; advice keeps ≥ {a.required_margin:g})")
+    t.add_row("margin 1 − η/η_next", f"{a.margin:.3g} (η_next: start of the next unstable η window, or of the one η is in; spectral radius {a.spectral_radius:.5f} per step; advice keeps ≥ {a.required_margin:g})")
     t.add_row("advised η", f"{a.eta_range[0]:.3g} – {a.eta_range[1]:.3g}" if a.eta_range else "none at this K_ref")
     t.add_row(f"advised {kname}", f"{a.k_range[0]} – {a.k_range[1]}" if a.k_range else "none at this η")
     t.add_row("this configuration", "inside the advised range" if a.in_range else "OUTSIDE the advised range")

@@ -61,7 +61,10 @@ def predict(eta, mu, k_ref, curvature, *, lag="constant", k_instant=0.0, group_s
             rho = float(dyn.spectral_radius_periodic(a, mu, k_ref, a0=eta * k_instant))
         elif k_ref <= dyn.EXACT_RADIUS_MAX_LAG:
             rho = float(dyn.spectral_radius_constant(a, mu, k_ref, a0=eta * k_instant))
-        stable = rho < 1.0 if rho is not None else eta < exact_eta
+        sm = None  # every instability window (up to the windows' lag limit): a margin that agrees with ρ
+        if lag == "periodic" or k_ref <= 4096:
+            sm = dyn.stability_margin(eta, mu, k_ref, curvature, lag=lag, k_instant=k_instant)
+        stable = rho < 1.0 if rho is not None else (sm["stable"] if sm is not None else eta < exact_eta)
         if not stable:
             exact_regime = "unstable"
         elif eta >= exact_osc_eta:
@@ -74,7 +77,9 @@ def predict(eta, mu, k_ref, curvature, *, lag="constant", k_instant=0.0, group_s
             stable=stable,
             critical_eta=exact_eta,
             oscillatory_eta=exact_osc_eta,
-            margin=eta / exact_eta,
+            eta_ratio=eta / exact_eta,
+            margin=sm["margin"] if sm is not None else 1.0 - eta / exact_eta,
+            instability_windows=sm["windows"] if sm is not None else None,
         )
     var = float(dyn.stationary_variance(p, group_size))
     regime = exact_regime if exact is not None else closed_regime
@@ -147,7 +152,11 @@ def run(args) -> int:
         t.add_row("oscillatory η (closed form / exact)", f"{cf['oscillatory_eta']:.4g} / {ex['oscillatory_eta']:.4g}")
         if ex["spectral_radius_per_step"] is not None:
             t.add_row("exact spectral radius per step", f"{ex['spectral_radius_per_step']:.6f}")
-        t.add_row("η / exact critical η", f"{ex['margin']:.3f}")
+        t.add_row("η / exact critical η", f"{ex['eta_ratio']:.3f}")
+        if ex["instability_windows"] is not None:
+            wins = ", ".join(f"[{lo:.4g}, {hi:.4g})" for lo, hi in ex["instability_windows"][:4])
+            t.add_row("unstable η windows", wins + (" …" if len(ex["instability_windows"]) > 4 else ""))
+            t.add_row("margin to the next window", f"{ex['margin']:.3g}")
     console.print(t)
     if "exact_unavailable" in res:
         console.print(f"exact thresholds not computed: {res['exact_unavailable']}")

@@ -25,9 +25,11 @@ from grpojax.dynamics._stability import (
     exact_critical_a,
     exact_critical_eta,
     exact_oscillatory_a,
+    exact_oscillatory_eta,
     spectral_radius_constant,
     spectral_radius_periodic,
 )
+from grpojax.dynamics._windows import instability_windows, stability_margin
 from grpojax.dynamics._thresholds import critical_eta, critical_k_ref, oscillatory_eta, oscillatory_k_ref
 from grpojax.dynamics._trajectory import (
     drift_matrix,
@@ -60,10 +62,12 @@ __all__ = [
     "exact_critical_a",
     "exact_critical_eta",
     "exact_oscillatory_a",
+    "exact_oscillatory_eta",
     "EXACT_CRITICAL_MAX_LAG",
     "EXACT_RADIUS_MAX_LAG",
     "expm2",
     "from_hyperparams",
+    "instability_windows",
     "lag_tau",
     "mean_reward",
     "natural_frequency",
@@ -73,6 +77,7 @@ __all__ = [
     "regime_name",
     "response_from_rest",
     "spectral_radius_constant",
+    "stability_margin",
     "spectral_radius_periodic",
     "state_trajectory",
     "stationary_variance",

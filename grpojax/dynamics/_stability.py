@@ -51,6 +51,7 @@ from jaxtyping import Array, ArrayLike
 from grpojax._errors import InvalidValueError
 from grpojax._checks import check_int as _check_int
 from grpojax.dynamics._checks import check, check_hyperparams, check_lag
+from grpojax.dynamics._windows import first_oscillatory_eta, first_unstable_eta
 
 _SCAN = 160  # log-spaced scan points before bisection
 _BISECT = 60
@@ -339,6 +340,14 @@ def _critical_k_ref(k_ref, lag: str) -> int:
     return k_ref
 
 
+def _first_window(mu, k_ref, lag, k_stale, k_instant):
+    """Start of the first instability window per element (every crossing found: ``_windows.py``)."""
+    mu, kd, k0 = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (mu, k_stale, k_instant)))
+    table, inv = np.unique(np.stack([mu.ravel(), kd.ravel(), k0.ravel()], 1), axis=0, return_inverse=True)
+    first = np.array([first_unstable_eta(m, k_ref, d, lag=lag, k_instant=z) for m, d, z in table])
+    return first[inv.reshape(-1)].reshape(mu.shape)
+
+
 def _critical(mu, k_ref, lag, a0_ratio, kind):
     """Validate the inputs of the exact critical-a searches and run the constant-lag or periodic search."""
     k_ref = _critical_k_ref(k_ref, lag)
@@ -347,6 +356,8 @@ def _critical(mu, k_ref, lag, a0_ratio, kind):
     mu, r = jnp.broadcast_arrays(jnp.asarray(mu, jnp.float64), jnp.asarray(a0_ratio, jnp.float64))
     if lag == "constant":
         return _critical_constant_vec(mu, r, k_ref, kind)
+    if kind == "stability":  # every crossing of the Floquet multipliers, not a bracketed scan
+        return jnp.asarray(_first_window(mu, k_ref, lag, 1.0, r))
     return _critical_vec(mu, r, k_ref, lag, kind)
 
 
@@ -363,9 +374,10 @@ def exact_critical_a(mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0_rat
             destabilising instant term, are allowed).
 
     Returns:
-        a* per μ (NumPy float64). Constant lag: the exact first crossing of the unit circle (O(k_ref) per
-        μ), ``0`` for K_0/K_d ≤ −1 (no net restoring force). Periodic refresh: ``0`` when the update is
-        unstable already at the smallest a scanned, ``+inf`` if no instability is found for a ≤ 8.
+        a* per μ (NumPy float64): the smallest a at which the spectral radius reaches 1, ``0`` for
+        K_0/K_d ≤ −1 (no net restoring force). Constant lag: the exact first crossing of the unit circle
+        (O(k_ref) per μ). Periodic refresh: the first boundary among every crossing of the Floquet
+        multipliers (:func:`instability_windows`), so narrow windows below a wider one are not stepped over.
 
     Raises:
         ValueError: for a constant lag above ``EXACT_CRITICAL_MAX_LAG`` (before anything is allocated).
@@ -381,13 +393,34 @@ def exact_critical_a(mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0_rat
 def exact_critical_eta(
     mu: ArrayLike, k_ref: int, curvature: ArrayLike, *, lag: str = "constant", k_instant: ArrayLike = 0.0
 ) -> Array:
-    """Exact critical learning rate η* = a*/K_d with K_0/K_d held fixed (``+inf`` when K_d ≤ 0)."""
-    _critical_k_ref(k_ref, lag)
+    """Exact critical learning rate η*: the smallest η at which the spectral radius reaches 1.
+
+    Args:
+        mu: momentum (broadcast with ``curvature`` and ``k_instant``).
+        k_ref: lag d (constant) or refresh interval (periodic), a static integer ≥ 1.
+        curvature: stale stiffness K_d, any sign.
+        lag: ``"constant"`` or ``"periodic"``.
+        k_instant: instant stiffness K_0, any sign.
+
+    Returns:
+        η* (NumPy float64). Finite whenever there is a restoring force: with K_d ≤ 0 and K_0 > 0 the
+        instant term alone makes a large enough η unstable (its window is found exactly, like every other);
+        ``0`` when K_0 + K_d ≤ 0 (unstable at any η). Constant lag with K_d > 0 uses the crossing search
+        above (any d up to ``EXACT_CRITICAL_MAX_LAG``); the other cases the window search of
+        :func:`instability_windows` (constant lag up to d = 4096).
+    """
+    k_ref = _critical_k_ref(k_ref, lag)
+    mu = check_hyperparams(mu=mu)[1]
     *_, curvature, k_instant = check_hyperparams(curvature=curvature, k_instant=k_instant)
-    kd = jnp.asarray(curvature) * 1.0
-    ratio = jnp.where(kd > 0, jnp.asarray(k_instant) / jnp.where(kd > 0, kd, 1.0), 0.0)
-    a_star = exact_critical_a(mu, k_ref, lag=lag, a0_ratio=ratio)
-    return jnp.where(kd > 0, a_star / jnp.where(kd > 0, kd, 1.0), jnp.inf)
+    mu, kd, k0 = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (mu, curvature, k_instant)))
+    fast = (kd > 0) if lag == "constant" else np.zeros(kd.shape, bool)
+    out = np.full(kd.shape, np.nan)
+    if fast.any():
+        ratio = k0[fast] / kd[fast]
+        out[fast] = np.asarray(exact_critical_a(mu[fast], k_ref, lag=lag, a0_ratio=ratio)) / kd[fast]
+    if (~fast).any():
+        out[~fast] = _first_window(mu[~fast], k_ref, lag, kd[~fast], k0[~fast])
+    return jnp.asarray(out)
 
 
 @_host_float64
@@ -400,6 +433,31 @@ def exact_oscillatory_a(mu: ArrayLike, k_ref: int, *, lag: str = "constant", a0_
     ``EXACT_CRITICAL_MAX_LAG``; for periodic refresh it is searched for a ≤ 8 (``+inf`` beyond).
     """
     return _critical(mu, k_ref, lag, a0_ratio, "oscillation")
+
+
+@_host_float64
+def exact_oscillatory_eta(
+    mu: ArrayLike, k_ref: int, curvature: ArrayLike, *, lag: str = "constant", k_instant: ArrayLike = 0.0
+) -> Array:
+    """Exact overdamped → oscillatory learning rate for any signs of K_d (``curvature``) and K_0.
+
+    K_d > 0: :func:`exact_oscillatory_a` divided by K_d. K_d ≤ 0: the first η where the dominant root
+    stops being real and positive, by a log scan up to η* and bisection (``η*`` itself when it stays real
+    up to there; ``0`` when K_0 + K_d ≤ 0).
+    """
+    k_ref = _critical_k_ref(k_ref, lag)
+    mu = check_hyperparams(mu=mu)[1]
+    *_, curvature, k_instant = check_hyperparams(curvature=curvature, k_instant=k_instant)
+    mu, kd, k0 = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (mu, curvature, k_instant)))
+    pos = kd > 0
+    out = np.full(kd.shape, np.nan)
+    if pos.any():
+        out[pos] = np.asarray(exact_oscillatory_a(mu[pos], k_ref, lag=lag, a0_ratio=k0[pos] / kd[pos])) / kd[pos]
+    if (~pos).any():
+        table, inv = np.unique(np.stack([mu[~pos], kd[~pos], k0[~pos]], 1), axis=0, return_inverse=True)
+        vals = np.array([first_oscillatory_eta(m, k_ref, d, lag=lag, k_instant=z) for m, d, z in table])
+        out[~pos] = vals[inv.reshape(-1)]
+    return jnp.asarray(out)
 
 
 @_host_float64

@@ -290,7 +290,10 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
     eta_star_hb = _exact(m, k, curvature, lag, k_instant)
     radius_fn = spectral_radius_constant if lag == "constant" else spectral_radius_periodic
     rho = float(radius_fn(eta_hb * curvature, m, k, a0=eta_hb * k_instant))
-    marg = 1.0 - eta_hb / eta_star_hb if math.isfinite(eta_star_hb) else 1.0
+    from grpojax.dynamics import stability_margin  # noqa: PLC0415  (every window: agrees with ρ)
+
+    marg = float(stability_margin(eta_hb, m, k, curvature, lag=lag, k_instant=k_instant)["margin"]) \
+        if (lag == "periodic" or k <= 4096) else (1.0 - eta_hb / eta_star_hb if math.isfinite(eta_star_hb) else 1.0)
     # η range: ζ(η) decreases from +inf; edges where ζ = hi and ζ = lo, capped by the exact margin
     cap = (1.0 - margin) * eta_star_hb if math.isfinite(eta_star_hb) else 1e6
     c_zero = (1.0 - m) / (curvature * float(_tau(k, lag))) if float(_tau(k, lag)) > 0 else 1e6

@@ -18,6 +18,7 @@ from grpojax.dynamics import (
     damping_ratio,
     exact_critical_eta,
     exact_oscillatory_a,
+    exact_oscillatory_eta,
     from_hyperparams,
     regime,
     stationary_variance,
@@ -28,7 +29,9 @@ __all__ = ["DRIFT_KNOBS", "drift_configs", "predict_rows", "PREDICTED_REGIMES"]
 DRIFT_KNOBS = ("group_size", "beta", "p_ref", "p_star", "k_instant", "clip_eps", "adv_eps")
 PREDICTED_REGIMES = ("overdamped", "oscillatory", "unstable", "no_plateau")
 """Exact discrete prediction per row: dominant root real positive / complex / outside the unit circle;
-``no_plateau`` when there is no interior stable fixed point (β = 0 or K_d ≤ 0)."""
+``no_plateau`` when there is no interior fixed point with a net restoring force (β = 0, or K_0 + K_d ≤ 0).
+K_d ≤ 0 with K_0 > 0 is predicted like any other row (its exact threshold is finite); where the closed-form
+inertia M ≤ 0 the closed-form regime is ``no_oscillator``."""
 
 
 def drift_configs(cols: dict[str, np.ndarray], idx: np.ndarray, modes: dict[str, str]):
@@ -64,10 +67,18 @@ def predict_rows(cols: dict[str, np.ndarray], idx: np.ndarray, modes: dict[str, 
     k_ref = np.asarray(cols["k_ref"][idx], float).astype(int)
     eta_crit = np.full(len(idx), np.inf)
     eta_osc = np.full(len(idx), np.inf)
-    ok = (kd > 0) & (p_star < 1 - 1e-9) & (p_star > 1e-9)
-    ratio = np.where(ok, np.maximum(k0, 0.0) / np.where(ok, kd, 1.0), 0.0)
+    # an interior plateau with a net restoring force; K_d ≤ 0 (e.g. an importance ratio at the plateau) is
+    # a valid regime when the instant stiffness K_0 holds it: its threshold is finite
+    k0_fin = np.where(np.isfinite(k0), k0, 0.0)
+    ok = np.isfinite(kd) & (kd + k0_fin > 0) & (p_star < 1 - 1e-9) & (p_star > 1e-9)
+    ratio = np.where(ok & (kd > 0), np.maximum(k0_fin, 0.0) / np.where(ok & (kd > 0), kd, 1.0), 0.0)
     for K in np.unique(k_ref):
-        sel = (k_ref == K) & ok
+        neg = (k_ref == K) & ok & (kd <= 0)
+        if neg.any():
+            with jax.enable_x64(True):
+                eta_crit[neg] = np.asarray(exact_critical_eta(mu[neg], int(K), kd[neg], lag=lag, k_instant=k0_fin[neg]))
+                eta_osc[neg] = np.asarray(exact_oscillatory_eta(mu[neg], int(K), kd[neg], lag=lag, k_instant=k0_fin[neg]))
+        sel = (k_ref == K) & ok & (kd > 0)
         if not sel.any():
             continue
         # distinct (μ, K_0/K_d) pairs only: the exact roots are the expensive part
@@ -86,7 +97,7 @@ def predict_rows(cols: dict[str, np.ndarray], idx: np.ndarray, modes: dict[str, 
         rel = "eta_rel" if "eta_rel" in cols else "eta_rel_osc"
         eta = np.asarray(cols[rel][idx], float) * (eta_crit if rel == "eta_rel" else eta_osc)
         if not np.all(np.isfinite(eta)):
-            raise InvalidValueError(f"{rel} needs a finite exact boundary (an interior plateau with K_d > 0) in every row")
+            raise InvalidValueError(f"{rel} needs a finite exact boundary (an interior plateau with K_0 + K_d > 0) in every row")
     else:
         eta = np.asarray(cols["eta"][idx], float)
     tau = k_ref if lag == "constant" else (k_ref - 1) / 2.0
@@ -94,18 +105,24 @@ def predict_rows(cols: dict[str, np.ndarray], idx: np.ndarray, modes: dict[str, 
     # absurd learning rates (a deliberately diverging row) would overflow M, D: cap them for the oscillator
     # (its regime is "unstable" either way); the simulation itself uses the true η
     eta_op = np.minimum(eta, 1e20)
-    op = from_hyperparams(eta_op, mu, k_ref, kd_safe, lag=lag, k_instant=np.where(np.isfinite(k0), k0, 0.0),
+    # M = (1 + μ)/2 + η K_d τ²/2 ≤ 0 (K_d < 0 at a large η) is outside the second-order oscillator, not an
+    # error: those rows keep their exact prediction and get regime_closed "no_oscillator", NaN ζ and variance
+    mass = (1.0 + mu) / 2.0 + eta_op * kd_safe * tau**2 / 2.0
+    has_mass = mass > 0
+    op = from_hyperparams(np.where(has_mass, eta_op, 1e-12), mu, k_ref, kd_safe, lag=lag,
+                          k_instant=np.where(np.isfinite(k0), k0, 0.0),
                           noise=np.where(np.isfinite(sig2), sig2, 0.0), p_star=p_star)
     G = np.asarray(cols["group_size"][idx], float)
-    var_pred = np.asarray(stationary_variance(op, G), float)
+    var_pred = np.where(has_mass, np.asarray(stationary_variance(op, G), float), np.nan)
     code = np.asarray(regime(op))
-    closed = np.array([REGIMES[c] for c in code])
+    closed = np.where(has_mass, np.array([REGIMES[c] for c in code]), "no_oscillator")
     eta_crit_closed = np.where(kd > 0, (1.0 - mu) / np.where(kd > 0, kd * np.maximum(tau, 1e-300), 1.0), np.inf)
     eta_crit_closed = np.where(tau > 0, eta_crit_closed, np.inf)
     exact = np.where(eta >= eta_crit, "unstable", np.where(eta >= eta_osc, "oscillatory", "overdamped"))
     exact = np.where(ok, exact, "no_plateau")
     return dict(beta=beta, p_ref=p_ref, p_star=p_star, K_d=kd, K_0=k0, sigma2=sig2, eta=eta,
                 eta_crit_exact=eta_crit, eta_crit_closed=eta_crit_closed, eta_osc_exact=eta_osc,
-                M=np.asarray(op.M, float), C=np.asarray(op.C, float), K_eff=np.asarray(op.K_eff, float),
-                zeta=np.asarray(damping_ratio(op), float), var_pred=var_pred, regime_closed=closed,
+                M=mass, C=(1.0 - mu) - eta_op * kd_safe * tau, K_eff=eta_op * (kd_safe + k0_fin),
+                zeta=np.where(has_mass, np.asarray(damping_ratio(op), float), np.nan), var_pred=var_pred,
+                regime_closed=closed,
                 regime_exact=exact.astype(str))
