@@ -133,7 +133,8 @@ class _Skips:
 
 
 def rows_to_runs(path: str, rows: list[tuple[int | None, dict]], *, fmt: str, name: str, meta: dict | None = None,
-                 skips: dict | None = None, eval_file: bool = False, require_reward: bool = True) -> list[RunLog]:
+                 skips: dict | None = None, eval_file: bool = False, require_reward: bool = True,
+                 nested: set | None = None) -> list[RunLog]:
     """Run logs from ``(line number, record)`` pairs (see the module docstring for the rules).
 
     Args:
@@ -144,12 +145,16 @@ def rows_to_runs(path: str, rows: list[tuple[int | None, dict]], *, fmt: str, na
         meta: facts to start each run's meta with.
         skips: rows the caller already skipped, ``{why: {"count", "first_line"}}``.
         eval_file: read every metric as an eval metric (``x`` -> ``eval_x``).
+        nested: the line numbers of the rows that may hold nested objects or lists (None: any row).
     """
     meta = dict(meta or {})
     sk = _Skips()
     sk.rows.update({k: dict(v) for k, v in (skips or {}).items()})
     skipped_cols: dict[str, str] = {}
-    lifted = [(ln, _lift(r, skipped_cols)) for ln, r in rows]
+    if nested is None:
+        lifted = [(ln, _lift(r, skipped_cols)) for ln, r in rows]
+    else:  # the caller knows which rows may hold nested values (JSONL: lines with a second '{' or a '[')
+        lifted = [(ln, _lift(r, skipped_cols)) if ln in nested else (ln, r) for ln, r in rows]
     dicts = [r for _, r in lifted]
     step_key = _pick_key(dicts, STEP_KEYS)
     if step_key == "epoch" and not all(_integral(r.get("epoch")) for r in dicts if "epoch" in r):
@@ -183,6 +188,22 @@ def rows_to_runs(path: str, rows: list[tuple[int | None, dict]], *, fmt: str, na
     per_run: dict[str, list] = {}
     n_eval_rows = 0
     row_no = 0
+    if step_key is not None and kind_key is None and run_key is None and not eval_file and not sample_keys:
+        # the usual case (one run, one row kind): no per-row copies
+        items = []
+        add = items.append
+        for ln, r in lifted:
+            step = r.pop(step_key, None)
+            if step is None or step == "":
+                sk.add("rows without a step", ln)
+                continue
+            if not r:
+                sk.add("rows without a number", ln)
+                continue
+            add((step, None, r))
+        if items:
+            per_run[None] = items
+        lifted = []
     for (ln, r), is_sample in zip(lifted, sample_rows):
         if step_key is not None:
             step = r.get(step_key)
@@ -398,9 +419,11 @@ def read_csv_table(path: str | os.PathLike, text: str | None = None, *, require_
                         eval_file=is_eval_name(path), require_reward=require_reward)
 
 
-def json_lines(path: str, text: str) -> tuple[list[tuple[int, dict]], dict, list[tuple[int, dict]]]:
-    """The JSON-object lines of a text file: (rows, skipped, header/record objects); other lines skipped, counted."""
+def json_lines(path: str, text: str) -> tuple[list[tuple[int, dict]], dict, list[tuple[int, dict]], set]:
+    """The JSON-object lines of a text file: (rows, skipped, header/record objects, line numbers of rows
+    that may hold nested values); other lines are skipped and counted."""
     rows, specials = [], []
+    nested: set = set()
     sk = _Skips()
     loads = json.loads
     for i, line in enumerate(text.splitlines(), start=1):
@@ -423,8 +446,10 @@ def json_lines(path: str, text: str) -> tuple[list[tuple[int, dict]], dict, list
         if "_grpojax" in obj:
             specials.append((i, obj))
             continue
+        if "[" in s or s.find("{", 1) >= 0:
+            nested.add(i)
         rows.append((i, obj))
-    return rows, sk.rows, specials
+    return rows, sk.rows, specials, nested
 
 
 # ------------------------------------------------------------------------------ free-text "key: value" lines

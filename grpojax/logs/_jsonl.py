@@ -254,7 +254,7 @@ def read_jsonl(path: str | os.PathLike, text: str | None = None, *, require_rewa
         counter restarts or a run column names several runs.
     """
     path, text = load_text(path, text)
-    rows, skips, specials = json_lines(path, text)
+    rows, skips, specials, nested = json_lines(path, text)
     meta: dict = {}
     name = run_name(path)
     records: list[dict] = []
@@ -288,8 +288,9 @@ def read_jsonl(path: str | os.PathLike, text: str | None = None, *, require_rewa
                        f"{bad['first_line']})", meta)
     kinds: dict[str, list[int]] = {}  # line kind -> [first line, number of lines]
     fmt = "jsonl"
+    other_keys = set(_STEP_KEYS[1:])
     for ln, obj in rows:
-        step_key = next((k for k in _STEP_KEYS if k in obj), None)
+        step_key = "step" if "step" in obj else next((k for k in _STEP_KEYS if k in obj), None)
         if step_key is None:
             continue
         kind = _line_kind(obj, step_key)
@@ -302,8 +303,9 @@ def read_jsonl(path: str | os.PathLike, text: str | None = None, *, require_rewa
             fmt = "openrlhf_jsonl"
         if step_key != "step":  # one step key for every line (OpenRLHF train/eval lines use different ones)
             obj["step"] = obj.pop(step_key)
-        for k in _STEP_KEYS[1:]:
-            obj.pop(k, None)
+        if not other_keys.isdisjoint(obj):
+            for k in _STEP_KEYS[1:]:
+                obj.pop(k, None)
     if len(kinds) > 1:
         (a, (la, na)), (b, (lb, nb)) = sorted(kinds.items(), key=lambda kv: kv[1][0])[:2]
         raise LogFormatError(
@@ -315,4 +317,5 @@ def read_jsonl(path: str | os.PathLike, text: str | None = None, *, require_rewa
     for k in ("nan_counts", "duplicated_steps", "non_numeric_values", "mapping", "original_names", "steps_sorted",
               "n_train_points", "n_eval_points", "segment", "skipped_rows", "skipped_columns"):
         meta.pop(k, None)
-    return rows_to_runs(path, rows, fmt=fmt, name=name, meta=meta, skips=skips, require_reward=require_reward)
+    return rows_to_runs(path, rows, fmt=fmt, name=name, meta=meta, skips=skips, require_reward=require_reward,
+                        nested=nested)
