@@ -129,6 +129,22 @@ def test_jsonl_appended_runs_split_and_read_log_takes_the_last(tmp_path):
     np.testing.assert_allclose(first.columns["reward_mean"], runs[0].columns["reward_mean"])
 
 
+def test_appended_run_counting_from_1_after_one_from_0_is_a_new_run(tmp_path):
+    """Back to one logging interval past the segment's first step: a new run; back to a later step: a
+    resume (one run, re-logged steps keep their last value)."""
+    p = tmp_path / "two.jsonl"
+    rows = [{"step": s, "mean_reward": 0.1} for s in range(0, 30)] + [{"step": s, "mean_reward": 0.9} for s in range(1, 30)]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = _quiet(read_logs, p)
+    assert [len(r) for r in runs] == [30, 29]
+    np.testing.assert_allclose(runs[1].columns["reward_mean"], 0.9)
+    q = tmp_path / "resumed.jsonl"
+    rows = [{"step": s, "mean_reward": 0.1} for s in range(0, 30)] + [{"step": s, "mean_reward": 0.9} for s in range(20, 40)]
+    q.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    [run] = _quiet(read_logs, q)
+    assert len(run) == 40 and run.columns["reward_mean"][25] == 0.9 and run.columns["reward_mean"][15] == 0.1
+
+
 def test_jsonl_typed_rows_eval_marked_and_optimizer_steps_averaged(tmp_path):
     """Rows tagged type=rollout/train/eval: eval rows become eval_*, 4 train rows of a step are averaged."""
     lines = []

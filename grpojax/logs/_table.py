@@ -343,17 +343,22 @@ class TableBuilder:
 
 def restart_points(steps: np.ndarray) -> list[int]:
     """Indices where a step sequence (in logging order) restarts: the step drops below the previous
-    one and is not above the first step of the current segment."""
+    one, back to the first step of the current segment or at most one logging interval (the median
+    step increment so far) past it -- a run appended from step 1 after one that started at 0 is a new
+    run; a rewind to a later checkpoint is a resumed run, not a restart."""
     steps = np.asarray(steps)
     if steps.size < 2:
         return []
     drops = np.flatnonzero(np.diff(steps) < 0) + 1
     cuts: list[int] = []
-    first = steps[0]
+    start, first = 0, steps[0]
     for i in drops.tolist():
-        if steps[i] <= first:
+        d = np.diff(steps[start:i])
+        d = d[d > 0]
+        tol = max(int(np.median(d)), 1) if d.size else 1
+        if steps[i] <= first + tol and steps[i] < steps[i - 1]:
             cuts.append(i)
-            first = steps[i]
+            start, first = i, steps[i]
     return cuts
 
 
