@@ -1,6 +1,7 @@
 """How long ``grpojax.logs.read_logs`` takes on 100,000-step logs of each format.
 
     .venv/bin/python benchmarks/log_read_speed.py [--steps 100000] [--repeats 3] [--formats ...]
+    .venv/bin/python benchmarks/log_read_speed.py --originals FOLDER [--largest 6]   # real logs
 
 For every format a synthetic log with ``--steps`` train steps (verl: the 60 metrics per line of a
 real verl run; TRL: the ~25 of a modern GRPOTrainer row; eval every 50 steps) is written to a
@@ -136,21 +137,59 @@ def write_openrlhf_console(path: str, n: int) -> None:
             f.write(f"\rEpisode [1/1]: {s * 100 // n:3d}%|#  | {s}/{n} [00:01<00:01, 1.00s/it, {post}]")
 
 
+def write_json_list(path: str, n: int) -> None:
+    """A custom trainer's per-step history: one JSON list of dicts (``step_stat_history.json`` style)."""
+    rows = [{"step": s, "reward": 1 - math.exp(-s / 2e4), "accuracy": 0.5, "loss": 0.01, "grad_norm": 0.5,
+             "reward_std": 0.3, "kl_div": 1e-3, "lr": 1e-6, "mean_length": 200.0} for s in range(1, n + 1)]
+    with open(path, "w") as f:
+        json.dump(rows, f)
+
+
+def write_generic_csv(path: str, n: int) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["Iteration", "Avg Reward", "kl_div", "policy_entropy", "grad_norm", "learning_rate"])
+        for s in range(1, n + 1):
+            w.writerow([s, f"{1 - math.exp(-s / 2e4):.6f}", "0.001", "0.9", "0.5", "1e-06"])
+
+
+def write_nested_jsonl(path: str, n: int) -> None:
+    """A free-text title line, ``{"step": n, "logs": {...}}`` lines and one per-question row per step."""
+    with open(path, "w") as f:
+        f.write("training run (free text)\n")
+        for s in range(1, n + 1):
+            f.write(json.dumps({"step": s, "logs": {"mean_reward": 1 - math.exp(-s / 2e4), "kl_div": 1e-3,
+                                                    "policy_entropy": 0.9, "grad_norm": 0.5}}) + "\n")
+            f.write(json.dumps({"question": f"q{s}", "completion": "42", "reward": 1.0}) + "\n")
+
+
+def write_text_kv(path: str, n: int) -> None:
+    with open(path, "w") as f:
+        for s in range(1, n + 1):
+            f.write(f"Epoch:[1/1]({s}/{n}), Reward: {1 - math.exp(-s / 2e4):.4f}, KL_ref: 0.0010, Adv Std: 0.92, "
+                    f"Actor Loss: 0.0001, Avg Response Len: 200.00, Learning Rate: 0.00000030\n")
+
+
 def _bare(fmt: str, path: str) -> None:
-    if fmt == "trl_state":
+    if fmt in ("trl_state", "json"):
         with open(path) as f:
             json.load(f)
     elif fmt in ("jsonl", "verl_jsonl"):
         with open(path) as f:
             for line in f:
                 json.loads(line)
-    elif fmt == "wandb_csv":
+    elif fmt == "jsonl_nested":
+        with open(path) as f:
+            next(f)
+            for line in f:
+                json.loads(line)
+    elif fmt in ("wandb_csv", "csv"):
         with open(path, newline="") as f:
             list(csv.reader(f))
     elif fmt == "openrlhf_console":
         with open(path) as f:
             f.read().split("\r")
-    elif fmt in ("verl_console", "trl_console"):
+    elif fmt in ("verl_console", "trl_console", "text_kv"):
         with open(path) as f:
             for line in f:
                 line.split(" - " if fmt == "verl_console" else ", ")
@@ -171,7 +210,35 @@ WRITERS = {
     "wandb_csv": ("wandb.csv", write_wandb_csv),
     "openrlhf_console": ("openrlhf.log", write_openrlhf_console),
     "tensorboard": ("tb", write_tensorboard),
+    "json": ("step_stat_history.json", write_json_list),
+    "csv": ("reward_log.csv", write_generic_csv),
+    "jsonl_nested": ("train_output.txt", write_nested_jsonl),
+    "text_kv": ("grpo.log", write_text_kv),
 }
+
+
+def time_originals(folders: list[str], largest: int, repeats: int) -> None:
+    """Read time of the ``largest`` original files under ``folders`` (``run.jsonl`` conversions left out)."""
+    from grpojax.logs import read_logs
+
+    files = []
+    for top in folders:
+        for d, _, names in os.walk(top):
+            files += [os.path.join(d, f) for f in names if f != "run.jsonl" and not f.endswith((".tsv", ".md"))]
+    files = sorted(files, key=os.path.getsize)[-largest:]
+    print(f"{'original file':<48}{'MB':>7}{'read wall s':>12}{'read CPU s':>11}{'steps':>8}  format")
+    for p in files:
+        out = []
+
+        def go():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out[:] = read_logs(p)
+
+        t = time_calls(go, repeats, first=False)
+        r = max(out, key=len)
+        print(f"{os.path.basename(p)[:47]:<48}{os.path.getsize(p) / 1e6:7.2f}{t.median_s:12.3f}{t.cpu_median_s:11.3f}"
+              f"{len(r):8d}  {r.format}", flush=True)
 
 
 def main(argv=None) -> int:
@@ -181,7 +248,15 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--formats", nargs="*", default=list(WRITERS))
+    ap.add_argument("--originals", nargs="*", default=None, metavar="FOLDER",
+                    help="instead: time the largest original logs under these folders")
+    ap.add_argument("--largest", type=int, default=6, help="how many of the largest originals (default 6)")
     args = ap.parse_args(argv)
+    if args.originals:
+        print(f"# largest originals, median of {args.repeats}; {machine_line()}")
+        time_originals(args.originals, args.largest, args.repeats)
+        print(f"load average now {os.getloadavg()[0]:.1f}")
+        return 0
     print(f"# {args.steps} steps, median of {args.repeats}; {machine_line()}")
     print(
         f"{'format':<16}{'MB':>7}{'read wall s':>12}{'read CPU s':>11}{'bare wall s':>12}{'bare CPU s':>11}"

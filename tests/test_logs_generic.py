@@ -244,6 +244,9 @@ def test_console_lines_of_name_value_pairs(tmp_path):
     assert run.report.mapped == {"reward_mean": "Reward", "kl": "KL_ref", "lr": "Learning Rate",
                                  "response_length": "Avg Response Len"}
     assert run.report.skipped_rows["lines without name: value metrics"]["count"] == 2
+    first = tmp_path / "grpo.log"  # a metric line first: commas, but no CSV header
+    first.write_text("\n".join(lines[2:]) + "\n")
+    assert detect_format(first) == "text_kv"
     q = tmp_path / "grpo_log.txt"
     q.write_text("Found 1000 images\n" + "".join(
         f"GRPO step {s}/500 | loss: 0.0000 | mean_reward: {curve(s):.4f} | KL: 0.0001 | lr: 0.000001\n"

@@ -107,11 +107,12 @@ def detect_format(path: str | os.PathLike) -> str:
         return fmt
     if _json_lines_in(head):
         return "jsonl"  # JSON lines after free text (a title line, console output)
-    fmt = _csv_kind(first_line, path, loose=True)
-    if fmt is not None:
-        return fmt
     if _generic.looks_like_kv_text(head if len(raw) < _HEAD else read_text(path)):
         return "text_kv"
+    lines = stripped.split("\n", 2)
+    fmt = _csv_kind(first_line, path, loose=True, second=lines[1] if len(lines) > 1 else "")
+    if fmt is not None:
+        return fmt
     raise LogFormatError(
         path,
         "unknown log format (expected TRL trainer_state.json or console dicts, verl console or "
@@ -142,9 +143,10 @@ def _json_lines_in(head: str) -> bool:
 _WANDB_STEP = re.compile(r'^"?(Step|_step|step)"?\s*,')
 
 
-def _csv_kind(first_line: str, path: str, *, loose: bool = False) -> str | None:
+def _csv_kind(first_line: str, path: str, *, loose: bool = False, second: str = "") -> str | None:
     """``wandb_csv`` (a ``Step``/``_step`` column, or ``<run> - <metric>`` panel columns), ``csv`` (another
-    header row of names), or None. ``loose``: any comma- or tab-separated header of two or more names."""
+    header row of names), or None. ``loose`` (a file not named ``.csv``): a comma- or tab-separated header
+    of two or more names without ``:``/``=``, followed by a row of as many cells with a number among them."""
     delim = "\t" if first_line.count("\t") > first_line.count(",") else ","
     if delim not in first_line:
         return None
@@ -152,11 +154,12 @@ def _csv_kind(first_line: str, path: str, *, loose: bool = False) -> str | None:
     if delim == "," and (_WANDB_STEP.match(first_line) or "_step" in cells
                          or (cells[0] == "Step" and any(" - " in c for c in cells[1:]))):
         return "wandb_csv"
-    if not (loose or path.lower().endswith((".csv", ".tsv"))):
+    if path.lower().endswith((".csv", ".tsv")):
+        return "csv" if len(cells) >= 2 and all(c and not _is_float(c) for c in cells) else None
+    if not loose or len(cells) < 2 or not all(c and not _is_float(c) and ":" not in c and "=" not in c for c in cells):
         return None
-    if len(cells) >= 2 and all(c and not _is_float(c) for c in cells):
-        return "csv"
-    return None
+    row = [c.strip().strip('"') for c in second.strip().split(delim)]
+    return "csv" if len(row) == len(cells) and any(_is_float(c) for c in row) else None
 
 
 def _is_float(s: str) -> bool:
