@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grpojax.fit import BayesFit
 from grpojax.logs import RunLog
 from grpojax.diagnose._concentration import detect_policy_concentration
 from grpojax.diagnose._config import DEFAULT_CONFIG, DiagnoseConfig
@@ -20,8 +20,11 @@ from grpojax.diagnose._health import (detect_clip_saturation, detect_gradient_sp
 from grpojax.diagnose._types import Diagnosis, ModeResult, make_evidence
 from grpojax.diagnose._validity import check_mean_field_validity
 
+if TYPE_CHECKING:  # grpojax.fit imports JAX: only when a fit is passed (diagnose itself is NumPy)
+    from grpojax.fit import BayesFit
 
-def p_unstable_from_fit(fit: BayesFit | None) -> float | None:
+
+def p_unstable_from_fit(fit: "BayesFit | None") -> float | None:
     """Posterior P(C <= 0) of a Bayesian fit (its ``p_regime["unstable"]``), or ``None``.
 
     ``None`` when there is no fit, when the model has no ``"unstable"`` regime, or when that
@@ -32,6 +35,8 @@ def p_unstable_from_fit(fit: BayesFit | None) -> float | None:
     """
     if fit is None:
         return None
+    from grpojax.fit import BayesFit  # noqa: PLC0415
+
     if not isinstance(fit, BayesFit):
         raise TypeError(f"fit must be a grpojax.fit.BayesFit or None, got {type(fit).__name__}")
     p = (fit.p_regime or {}).get("unstable")
@@ -41,7 +46,7 @@ def p_unstable_from_fit(fit: BayesFit | None) -> float | None:
     return p if np.isfinite(p) else None
 
 
-def diagnose(run: RunLog | Mapping[str, np.ndarray], *, fit: BayesFit | None = None,
+def diagnose(run: RunLog | Mapping[str, np.ndarray], *, fit: "BayesFit | None" = None,
              config: DiagnoseConfig | None = None, validity: bool = True, name: str | None = None) -> Diagnosis:
     """Run the four failure-mode detectors, the training-health detectors and the mean-field validity check.
 

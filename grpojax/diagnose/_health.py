@@ -34,12 +34,12 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from scipy import ndimage, stats
 
 from grpojax.diagnose import _advice
 from grpojax.diagnose._blowup import blowup_evidence, nonfinite_steps
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._stats import centred_mean, clip_window, edge_windows, episodes_from_mask, initial_window
+from grpojax.diagnose._stats import (centred_mean, clip_window, edge_windows, episodes_from_mask, initial_window,
+                                     linregress, running_median)
 from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
 from grpojax.logs import RunLog
 
@@ -68,7 +68,7 @@ def _finite(run: RunLog, col: str, ev: list[Evidence]) -> tuple[np.ndarray, np.n
 
 
 def _running_median(v: np.ndarray, k: int) -> np.ndarray:
-    return ndimage.median_filter(v, size=max(1, min(k, v.size)), mode="mirror")  # no repeated edge value
+    return running_median(v, k)  # mirrored ends: no repeated edge value
 
 
 def _finish(mode: str, ev, episodes, panel, advice_fn, **kw) -> ModeResult:
@@ -138,7 +138,7 @@ def _length_cap(run: RunLog) -> float | None:
 
 def _gain(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Least-squares gain over ``x``'s span and its standard error."""
-    r = stats.linregress(x, y)
+    r = linregress(x, y)
     span = float(x[-1] - x[0])
     return float(r.slope) * span, float(r.stderr) * span
 
@@ -237,9 +237,9 @@ def detect_kl_drift(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     ev.append(make_evidence("kl", s[late], "late median (nats)", level, cfg.kl_bound, ">=", kind="level"))
     med = _running_median(kl, _RUN_MED)
     x = s.astype(float)
-    whole = stats.linregress(x, med)
+    whole = linregress(x, med)
     third = slice(n - max(n // 3, 3), n)
-    tail = stats.linregress(x[third], med[third])
+    tail = linregress(x[third], med[third])
     t_tail = float(tail.slope / tail.stderr) if tail.stderr > 0 else (np.inf if tail.slope > 0 else 0.0)
     # the ratio of a growth rate exists only where there is growth to measure: a last-third slope that is
     # not significant (t < kl_growth_t) or a KL below kl_min_level leaves it undefined (not gated)

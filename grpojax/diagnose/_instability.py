@@ -33,12 +33,11 @@ limit cycle or diverges, and gradient norms / importance ratios grow. Evidence (
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from grpojax.logs import RunLog
 from grpojax.diagnose._blowup import blowup_evidence
 from grpojax.diagnose._config import DiagnoseConfig
-from grpojax.diagnose._stats import (centred_mean, clip_window, early_window, edge_windows, episodes_from_mask,
+from grpojax.diagnose._stats import (centred_mean, f_sf, clip_window, early_window, edge_windows, episodes_from_mask,
                                      initial_window, lag1_autocorr)
 from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
 
@@ -95,7 +94,7 @@ def oscillation_growth(resid: np.ndarray, cfg: DiagnoseConfig) -> dict:
         growth = 1.0 if sd[peak] == 0 else float("inf")
     else:
         growth = float(sd[peak] / sd[0])
-    p = float(min(1.0, (nb - 1) * stats.f.sf(growth ** 2, bw - 1, bw - 1))) if np.isfinite(growth) else 0.0
+    p = float(min(1.0, (nb - 1) * f_sf(growth ** 2, bw - 1, bw - 1))) if np.isfinite(growth) else 0.0
     return {"growth": growth, "p_value": p, "sd": sd, "blocks": blocks, "peak": peak}
 
 

@@ -1,7 +1,8 @@
 """Small robust statistics shared by the detectors.
 
-Everything here is plain NumPy/SciPy: the curves are at most a few 10^5 points and the statistics
-are order statistics and least-squares slopes. Smoothing is :func:`grpojax.logs.moving_average`
+Everything here is plain NumPy (no SciPy or JAX import on the diagnose path: a command-line report
+should not pay seconds of imports or compilation for statistics of a few thousand points): order
+statistics, least-squares slopes, running medians and the F distribution's tail. Smoothing is :func:`grpojax.logs.moving_average`
 with ``edge="shrink"`` (the detectors need a value at every point, also near the ends).
 """
 
@@ -10,14 +11,119 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
-
 from grpojax.logs import moving_average
 
-__all__ = ["edge_windows", "early_window", "initial_window", "clip_window", "centred_mean", "Slope", "ols_slope", "robust_scale", "episodes_from_mask", "lag1_autocorr"]
+__all__ = ["linregress", "running_median", "f_sf", "rankdata", "edge_windows", "early_window", "initial_window", "clip_window", "centred_mean", "Slope", "ols_slope", "robust_scale", "episodes_from_mask", "lag1_autocorr"]
 
 
 # ----------------------------------------------------------------------------- statistics
+
+
+class LinRegress(NamedTuple):
+    slope: float
+    intercept: float
+    stderr: float
+
+
+def linregress(x: np.ndarray, y: np.ndarray) -> LinRegress:
+    """Least-squares line of ``y`` on ``x`` with the slope's standard error (``scipy.stats.linregress``'s
+    slope, intercept and stderr, in NumPy). Needs >= 3 points and a non-constant ``x``."""
+    x = np.asarray(x, float)
+    y = np.asarray(y, float)
+    n = x.size
+    xm, ym = x.mean(), y.mean()
+    dx, dy = x - xm, y - ym
+    sxx = float(dx @ dx)
+    slope = float(dx @ dy) / sxx
+    resid = dy - slope * dx
+    se = float(np.sqrt(max(float(resid @ resid), 0.0) / (n - 2) / sxx)) if n > 2 else float("nan")
+    return LinRegress(slope, float(ym - slope * xm), se)
+
+
+def running_median(v: np.ndarray, k: int) -> np.ndarray:
+    """Running median over ``min(k, len(v))`` points with mirrored ends (``d c b | a b c d | c b a``): the
+    same numbers as ``scipy.ndimage.median_filter(v, size, mode="mirror")``, no repeated edge value."""
+    v = np.asarray(v, float)
+    n = v.size
+    k = max(1, min(int(k), n))
+    if k == 1 or n == 0:
+        return v.copy()
+    lo, hi = k // 2, k - 1 - k // 2  # scipy's window for an even size reaches one point further back
+    if n == 1:
+        return v.copy()
+    pad = np.pad(v, (lo, hi), mode="reflect") if max(lo, hi) < n else _mirror_pad(v, lo, hi)
+    win = np.lib.stride_tricks.sliding_window_view(pad, k)
+    if k % 2:
+        return np.median(win, axis=1)
+    return np.partition(win, k // 2, axis=1)[:, k // 2]  # scipy's rank size // 2 for an even size
+
+
+def _mirror_pad(v: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Mirror padding wider than the array (repeated reflection)."""
+    n = v.size
+    period = np.r_[np.arange(n), np.arange(n - 2, 0, -1)]
+    idx = np.arange(-lo, n + hi) % period.size
+    return v[period[idx]]
+
+
+def f_sf(x: float, d1: float, d2: float) -> float:
+    """Survival function P(F > x) of the F(d1, d2) distribution: the regularised incomplete beta function
+    I_{d2/(d2 + d1 x)}(d2/2, d1/2) by its continued fraction (Numerical Recipes' ``betacf``), float64."""
+    if not np.isfinite(x):
+        return 0.0 if x > 0 else 1.0
+    if x <= 0:
+        return 1.0
+    return _betainc(d2 / 2.0, d1 / 2.0, d2 / (d2 + d1 * x))
+
+
+def _betainc(a: float, b: float, z: float) -> float:
+    from math import exp, lgamma, log  # noqa: PLC0415
+
+    if z <= 0:
+        return 0.0
+    if z >= 1:
+        return 1.0
+    front = exp(lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(z) + b * log(1 - z))
+    if z < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, z) / a
+    return 1.0 - front * _betacf(b, a, 1 - z) / b
+
+
+def _betacf(a: float, b: float, z: float) -> float:
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * z / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        m2 = 2 * m
+        aa = m * (b - m) * z / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * z / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def rankdata(a: np.ndarray) -> np.ndarray:
+    """Ranks 1..n with ties given their average rank (``scipy.stats.rankdata``'s default)."""
+    a = np.asarray(a, float)
+    order = np.argsort(a, kind="stable")
+    ranks = np.empty(a.size, float)
+    ranks[order] = np.arange(1, a.size + 1)
+    _, inv, counts = np.unique(a, return_inverse=True, return_counts=True)
+    sums = np.bincount(inv, weights=ranks)
+    return sums[inv] / counts[inv]
 
 
 def edge_windows(n: int, fraction: float, min_points: int) -> tuple[slice, slice]:
@@ -66,7 +172,7 @@ def ols_slope(x: np.ndarray, y: np.ndarray) -> Slope:
     y = np.asarray(y, float)
     if x.size < 3 or np.ptp(x) == 0:
         return Slope(float("nan"), float("nan"), float("nan"), int(x.size))
-    r = stats.linregress(x, y)
+    r = linregress(x, y)
     se = float(r.stderr)
     if se > 0:
         t = float(r.slope) / se

@@ -3,8 +3,8 @@
 The oscillator reduces training to one scalar, the expected reward. That is exact for the two-arm
 bandit and an approximation elsewhere (a mixture of prompts with different stiffness relaxes as a sum of
 modes, not one). The check fits the three-phase law R(t) = R_inf - (R_inf - R_0) phi(t; omega0, zeta)
-(:class:`grpojax.dynamics.ThreePhase`, SciPy least squares; ``grpojax.fit.fit_law`` on request, see
-:func:`fit_three_phase`) and reports:
+(the closed form of :class:`grpojax.dynamics.ThreePhase` in NumPy, SciPy least squares;
+``grpojax.fit.fit_law`` on request, see :func:`fit_three_phase`) and reports:
 
 - ``R^2`` on the raw curve, after a ``validity_smooth``-point moving average (verdict: ``>=
   validity_r2_min``), and the noise ceiling ``1 - var_noise / var(y)`` with ``var_noise`` estimated from
@@ -38,8 +38,9 @@ def _r2(y: np.ndarray, yhat: np.ndarray) -> float:
 def fit_three_phase(t: np.ndarray, y: np.ndarray, *, use_fit_law: bool = False) -> tuple[np.ndarray, dict]:
     """Least-squares fit of the three-phase law; returns ``(fitted curve, params)``.
 
-    By default a SciPy ``least_squares`` fit of :class:`grpojax.dynamics.ThreePhase` (analytic
-    Jacobian through ``jax.jacfwd``, four starts). ``use_fit_law=True`` uses
+    By default a SciPy ``least_squares`` fit of the three-phase law in NumPy (:func:`three_phase_curve`,
+    the closed form of :class:`grpojax.dynamics.ThreePhase`; finite-difference Jacobian, four starts):
+    no JAX import or compilation on the diagnose path. ``use_fit_law=True`` uses
     ``grpojax.fit.fit_law(t, y, law="three_phase")`` instead (same law, Levenberg-Marquardt); it is
     not the default because it compiles once per curve length (40-75 s each on the shared 2-core
     machine), too slow for a command-line report.
@@ -53,36 +54,51 @@ def fit_three_phase(t: np.ndarray, y: np.ndarray, *, use_fit_law: bool = False) 
     return _scipy_fit(t, y)
 
 
-_JITTED: dict = {}
+_SERIES_X = 1e-2  # |q^2 t^2| below which the Taylor series is used (as grpojax.dynamics does)
 
 
-def _model_fns():
-    """Jitted three-phase curve and its Jacobian in (r0, r_inf, log omega0, zeta); built once."""
-    if not _JITTED:
-        import jax  # noqa: PLC0415
-        import jax.numpy as jnp  # noqa: PLC0415
-
-        from grpojax.dynamics import ThreePhase  # noqa: PLC0415
-
-        def model(theta, t):
-            return ThreePhase(theta[0], theta[1], jnp.exp(theta[2]), theta[3])(t)
-
-        _JITTED["f"] = jax.jit(model)
-        _JITTED["J"] = jax.jit(jax.jacfwd(model))
-    return _JITTED["f"], _JITTED["J"]
+def three_phase_curve(theta: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The three-phase law R(t) = r_inf - (r_inf - r0) phi(t; omega0, zeta) in NumPy float64, ``theta`` =
+    (r0, r_inf, log omega0, zeta): the same closed form as :class:`grpojax.dynamics.ThreePhase` (phi from
+    rest, phi = c - s sigma with s = -zeta omega0 and the 2x2 exponential's coefficients), without a JAX
+    import or compilation."""
+    r0, r_inf, log_w, zeta = (float(x) for x in theta)
+    w0 = float(np.exp(log_w))
+    t = np.asarray(t, float)
+    s, d = -zeta * w0, w0 * w0
+    q2 = s * s - d
+    x = q2 * t * t
+    with np.errstate(over="ignore", invalid="ignore"):
+        est = np.exp(s * t)
+        small = np.abs(x) < _SERIES_X
+        if q2 > 0:
+            q = np.sqrt(q2)
+            big = s - q if s < 0 else s + q  # the root of larger modulus, without cancellation
+            other = d / big if big != 0 else 0.0
+            lam_p, lam_m = (other, big) if s < 0 else (big, other)
+            ep = np.exp(lam_p * t)
+            sig = ep * (-np.expm1(-2.0 * q * t)) / (2.0 * q)
+            c = 0.5 * (ep + np.exp(lam_m * t))
+        elif q2 < 0:
+            w = np.sqrt(-q2)
+            c, sig = est * np.cos(w * t), est * np.sin(w * t) / w
+        else:
+            c, sig = est, est * t
+        xs = np.where(small, x, 0.0)
+        c_ser = est * (1.0 + xs * (1 / 2 + xs * (1 / 24 + xs * (1 / 720 + xs / 40320))))
+        s_ser = est * t * (1.0 + xs * (1 / 6 + xs * (1 / 120 + xs * (1 / 5040 + xs / 362880))))
+        c = np.where(small, c_ser, c)
+        sig = np.where(small, s_ser, sig)
+        phi = c - sig * s
+    return r_inf - (r_inf - r0) * phi
 
 
 def _scipy_fit(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, dict]:
     from scipy.optimize import least_squares  # noqa: PLC0415
 
-    f, J = _model_fns()
-    tt = np.asarray(t, dtype=np.float32)
-
     def resid(theta):
-        return np.asarray(f(np.asarray(theta, np.float32), tt), dtype=float) - y
-
-    def jac(theta):
-        return np.asarray(J(np.asarray(theta, np.float32), tt), dtype=float)
+        r = three_phase_curve(theta, t) - y
+        return np.where(np.isfinite(r), r, 1e6)
 
     k = max(1, y.size // 10)
     y0, y1 = float(np.mean(y[:k])), float(np.mean(y[-k:]))
@@ -91,14 +107,14 @@ def _scipy_fit(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, dict]:
     for zeta, frac in ((0.5, 0.2), (1.5, 0.1), (5.0, 0.05), (1.0, 0.5)):
         theta0 = np.array([y0, y1, np.log(1.0 / (frac * span)), zeta])
         try:
-            r = least_squares(resid, theta0, jac=jac, bounds=([-np.inf, -np.inf, -20, -1.0],
-                                                              [np.inf, np.inf, 5, 50.0]), max_nfev=200)
+            r = least_squares(resid, theta0, jac="2-point", bounds=([-np.inf, -np.inf, -20, -1.0],
+                                                                  [np.inf, np.inf, 5, 50.0]), max_nfev=200)
         except (ValueError, FloatingPointError):
             continue
         if best is None or r.cost < best.cost:
             best = r
     theta = best.x
-    curve = resid(theta) + y
+    curve = three_phase_curve(theta, t)
     return curve, {"r0": theta[0], "r_inf": theta[1], "omega0": float(np.exp(theta[2])), "zeta": theta[3]}
 
 

@@ -1,0 +1,59 @@
+"""The diagnose path is NumPy: its statistics match SciPy's, its three-phase curve matches the JAX law,
+and diagnosing a run imports neither JAX nor scipy.stats (no compilation, seconds saved per call)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import ndimage, stats
+
+from grpojax.diagnose._stats import f_sf, linregress, rankdata, running_median
+from grpojax.diagnose._validity import three_phase_curve
+
+
+def test_running_median_matches_scipy_median_filter_mirror():
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 4, 7, 10, 21, 50):
+        v = rng.standard_normal(n)
+        for k in (1, 2, 3, 4, 5, 6, 11, 21, 30):
+            want = ndimage.median_filter(v, size=max(1, min(k, n)), mode="mirror")
+            np.testing.assert_allclose(running_median(v, k), want, rtol=0, atol=0, err_msg=f"n={n} k={k}")
+
+
+def test_f_tail_linregress_and_ranks_match_scipy():
+    for d in (3, 7, 24):
+        for x in (0.05, 1.0, 2.5, 20.0, 400.0):
+            assert f_sf(x, d, d) == pytest.approx(stats.f.sf(x, d, d), rel=1e-10, abs=1e-300)
+    rng = np.random.default_rng(1)
+    x, y = rng.random(30), rng.standard_normal(30)
+    a, b = linregress(x, y), stats.linregress(x, y)
+    np.testing.assert_allclose([a.slope, a.intercept, a.stderr], [b.slope, b.intercept, b.stderr], rtol=1e-12)
+    r = rng.integers(0, 5, 40).astype(float)
+    np.testing.assert_array_equal(rankdata(r), stats.rankdata(r))
+
+
+def test_numpy_three_phase_curve_matches_the_jax_law():
+    from grpojax.dynamics import ThreePhase  # float64: the test session enables x64 (conftest)
+
+    t = np.linspace(0.0, 300.0, 301)
+    for zeta in (-0.5, 0.0, 0.3, 1.0 - 1e-6, 1.0, 1.0 + 1e-4, 2.0, 20.0):
+        for w in (1e-3, 0.05, 0.5):
+            want = np.asarray(ThreePhase(0.1, 0.8, w, zeta)(t))
+            got = three_phase_curve([0.1, 0.8, np.log(w), zeta], t)
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9, err_msg=f"zeta={zeta} w={w}")
+
+
+def test_diagnose_imports_neither_jax_nor_scipy_stats():
+    code = ("import sys, numpy as np\n"
+            "from grpojax.diagnose import diagnose\n"
+            "t = np.arange(300.0)\n"
+            "d = diagnose({'reward_mean': 0.2 + 0.5 * (1 - np.exp(-t / 60)) + 0.01 * np.sin(t),"
+            " 'entropy': 0.5 * np.exp(-t / 200), 'grad_norm': 0.3 + 0 * t})\n"
+            "assert d['mean_field_validity'].verdict != 'insufficient_data'\n"
+            "print(sorted(m for m in ('jax', 'scipy.stats', 'arviz', 'numpyro') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", out.stdout
