@@ -110,6 +110,20 @@ def test_jsonl_nested_metrics_free_text_and_question_rows(tmp_path):
     assert rows["per-sample rows (question/completion text, no step)"]["first_line"] == 3
 
 
+def test_run_folder_with_a_generations_dump_is_still_one_run(tmp_path):
+    """A samples file (question/completion text in every row) beside the history is no run of its own."""
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "history.json").write_text(json.dumps(_step_rows()))
+    (d / "eval_history.json").write_text(json.dumps([{"step": 20, "accuracy": 0.5}, {"step": 40, "accuracy": 0.6}]))
+    (d / "samples.jsonl").write_text("".join(json.dumps({"step": s, "prompt": "Solve the equation 3x + 1 = 7 please.",
+                                                         "completion": "x = 2 because 3*2+1 = 7", "reward": 1.0}) + "\n"
+                                             for s in STEPS))
+    with pytest.warns(LogWarning, match=r"skipped 1 file\(s\): samples.jsonl \(holds per-sample rows"):
+        [run] = read_logs(d)
+    np.testing.assert_allclose(run.series("eval_reward")[1], [0.5, 0.6])
+
+
 def test_jsonl_appended_runs_split_and_read_log_takes_the_last(tmp_path):
     p = tmp_path / "sweep.jsonl"
     lines = []

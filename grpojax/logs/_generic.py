@@ -184,6 +184,10 @@ def rows_to_runs(path: str, rows: list[tuple[int | None, dict]], *, fmt: str, na
     sample_rows = [any(isinstance(r.get(k), str) and r.get(k) for k in sample_keys) for r in dicts] if sample_keys \
         else [False] * len(dicts)
     if all(sample_rows):
+        strong = [k for k in ("question", "prompt", "completion", "response", "problem") if k in all_keys]
+        if strong and all(any(isinstance(r.get(k), str) and len(r[k]) > 20 for k in strong) for r in dicts[:200]):
+            raise LogFormatError(path, f"holds per-sample rows ({', '.join(strong)} text in every row), not per-step "
+                                       "metrics: a dump of generations, not a training log")
         sample_rows = [False] * len(dicts)
     per_run: dict[str, list] = {}
     n_eval_rows = 0

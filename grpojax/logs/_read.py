@@ -105,8 +105,8 @@ def detect_format(path: str | os.PathLike) -> str:
             fmt = _console_kind(f.read())
     if fmt is not None:
         return fmt
-    if _json_lines_in(head):
-        return "jsonl"  # JSON lines after free text (a title line, console output)
+    if _json_lines_in(head) or (len(raw) == _HEAD and _json_lines_in(read_text(path))):
+        return "jsonl"  # JSON lines after free text (a title line, console output, a long config dump)
     if _generic.looks_like_kv_text(head if len(raw) < _HEAD else read_text(path)):
         return "text_kv"
     lines = stripped.split("\n", 2)
@@ -129,9 +129,9 @@ def _is_json_object(line: str) -> bool:
 
 
 def _json_lines_in(head: str) -> bool:
-    """At least two lines of the head are JSON objects (a JSONL log behind free-text lines)."""
+    """At least two lines of ``head`` are JSON objects (a JSONL log behind free-text lines)."""
     n = 0
-    for line in head.splitlines()[:200]:
+    for line in head.splitlines():
         s = line.strip()
         if s.startswith("{") and s.endswith("}") and _is_json_object(s):
             n += 1
