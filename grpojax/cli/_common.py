@@ -42,16 +42,18 @@ def progress() -> Progress:
 
 def add_bounds_arg(p, *, effect: str) -> None:
     """``--bounds LO HI``: the range the forecast metric can take; ``effect`` says what it does here."""
-    p.add_argument("--bounds", type=float, nargs=2, default=None, metavar=("LO", "HI"),
+    from grpojax.cli._types import Real  # noqa: PLC0415
+
+    p.add_argument("--bounds", type=Real(what="an end of the metric's range"), nargs=2, default=None, metavar=("LO", "HI"),
                    help=f"the range the metric can take (e.g. 0 1 for an accuracy): {effect}")
 
 
 def check_bounds_arg(args) -> tuple[float, float] | None:
     """``args.bounds`` as a pair, or None; refuses anything but two finite numbers LO < HI (one line)."""
+    if args.bounds is None:  # before importing grpojax.fit (JAX): most calls give no bounds
+        return None
     from grpojax.fit import check_bounds  # noqa: PLC0415
 
-    if args.bounds is None:
-        return None
     try:
         return check_bounds(args.bounds)
     except ValueError:
@@ -98,15 +100,23 @@ def explain_runs(runs) -> None:
 
 
 def add_oscillator_args(p, *, group_size_help: str, instant_help: str) -> None:
-    """The hyperparameters of the oscillator shared by ``predict`` and ``simulate``."""
-    p.add_argument("--eta", type=float, required=True, help="learning rate η > 0")
-    p.add_argument("--mu", type=float, default=0.0, help="heavy-ball momentum μ in [0, 1) (default 0)")
-    p.add_argument("--k-ref", type=int, required=True, help="refresh interval K_ref >= 1 (optimizer steps)")
-    p.add_argument("--curvature", type=float, required=True, help="stale stiffness K_d (measured curvature)")
-    p.add_argument("--k-instant", type=float, default=0.0, help=instant_help)
+    """The hyperparameters of the oscillator shared by ``predict`` and ``simulate`` (checked as they are parsed)."""
+    from grpojax.cli._types import Int, Real  # noqa: PLC0415
+
+    p.add_argument("--eta", type=Real(0, lo_open=True, what="the learning rate"), required=True,
+                   help="learning rate η > 0")
+    p.add_argument("--mu", type=Real(0, 1, hi_open=True, what="heavy-ball momentum"), default=0.0,
+                   help="heavy-ball momentum μ in [0, 1) (default 0)")
+    p.add_argument("--k-ref", type=Int(1, what="optimizer steps per reference refresh"), required=True,
+                   help="refresh interval K_ref >= 1 (optimizer steps)")
+    p.add_argument("--curvature", type=Real(0, lo_open=True, what="the stiffness measured at a stable plateau"),
+                   required=True, help="stale stiffness K_d > 0 (measured curvature)")
+    p.add_argument("--k-instant", type=Real(0, what="stiffness of an exact anchor such as the KL term"), default=0.0,
+                   help=instant_help)
     p.add_argument("--lag", choices=("constant", "periodic"), default="constant", help="lag model (default constant)")
-    p.add_argument("--group-size", type=int, default=8, help=group_size_help)
-    p.add_argument("--noise", type=float, default=0.25, help="per-sample gradient noise variance σ² (default 0.25)")
+    p.add_argument("--group-size", type=Int(1, what="completions per prompt"), default=8, help=group_size_help)
+    p.add_argument("--noise", type=Real(0, what="a variance"), default=0.25,
+                   help="per-sample gradient noise variance σ² (default 0.25)")
 
 
 def check_oscillator_args(args) -> None:
@@ -135,3 +145,10 @@ def check_oscillator_args(args) -> None:
         raise CLIError(f"--noise must be >= 0 (a variance), got {args.noise}")
     if args.group_size < 1:
         raise CLIError(f"--group-size must be >= 1, got {args.group_size}")
+    from grpojax.cli._types import F32_MAX, F32_TINY  # noqa: PLC0415
+
+    for other, value in (("curvature", args.curvature), ("k-instant", args.k_instant)):
+        a = args.eta * value  # the stiffness in optimizer units, computed in float32
+        if value > 0 and not F32_TINY <= a <= F32_MAX:
+            raise CLIError(f"--eta × --{other} = {a:.3g} is outside the float32 range [{F32_TINY:.2g}, {F32_MAX:.3g}] "
+                           f"the computation uses (it would be {'0' if a < F32_TINY else 'inf'}); rescale the two")
