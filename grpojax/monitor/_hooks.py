@@ -44,6 +44,7 @@ STOP_RULES = ("plateau", "instability")
 """Stop rules a :class:`MonitorHook` can enable."""
 
 _ALIASES = {orig: canon for canon, names in CANDIDATES.items() for orig in names}
+_RANK = {orig: i for names in CANDIDATES.values() for i, orig in enumerate(names)}  # earlier alias wins
 
 
 def canonical_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -53,6 +54,7 @@ def canonical_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
     wins over an alias; non-numeric values are dropped.
     """
     out: dict[str, float] = {}
+    src: dict[str, str] = {}
     for k, v in metrics.items():
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
             continue
@@ -62,9 +64,10 @@ def canonical_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
         elif name.startswith("eval/"):
             name = "eval_" + name[5:].removeprefix("eval_")
         canon = _ALIASES.get(name, name)
-        if canon in out and canon != name:
+        if canon in out and (canon != name) and _RANK.get(src[canon], -1) <= _RANK.get(name, 0):
             continue
         out[canon] = float(v)
+        src[canon] = name
     return out
 
 
