@@ -192,6 +192,7 @@ def rows_to_runs(path: str, rows: list[tuple[int | None, dict]], *, fmt: str, na
     per_run: dict[str, list] = {}
     n_eval_rows = 0
     row_no = 0
+    renamed: dict[str, str] = {}  # eval_x -> x of eval rows
     if step_key is not None and kind_key is None and run_key is None and not eval_file and not sample_keys:
         # the usual case (one run, one row kind): no per-row copies
         items = []
@@ -234,6 +235,7 @@ def rows_to_runs(path: str, rows: list[tuple[int | None, dict]], *, fmt: str, na
             if k == step_key or k == kind_key or k == run_key:
                 continue
             if is_eval and not (k.startswith("eval_") or k.startswith("eval/")):
+                renamed.setdefault("eval_" + k, k)
                 k = "eval_" + k
             vals[k] = v
         if not any(_is_number(v) or v is None for v in vals.values()):
@@ -251,6 +253,8 @@ def rows_to_runs(path: str, rows: list[tuple[int | None, dict]], *, fmt: str, na
         meta.setdefault("notes", []).append(f"{n_eval_rows} rows marked {kind_key}=eval/val/test read as eval_* metrics")
     if skipped_cols:
         meta["skipped_columns"] = dict(skipped_cols)
+    if renamed:
+        meta["eval_renamed"] = {k: f"{v} ({'eval file' if eval_file else 'eval rows'})" for k, v in renamed.items()}
     out: list[RunLog] = []
     for run, items in per_run.items():
         tb = TableBuilder(path)

@@ -392,7 +392,8 @@ def _facts_from_columns(columns: dict[str, np.ndarray], meta: dict) -> None:
 def read_dict(path: str, name: str, format: str, steps: np.ndarray, columns: dict, meta: dict) -> dict:
     """The JSON-able read report of one run (``meta["read"]``; see :class:`grpojax.logs.ReadReport`)."""
     mapping = meta.get("mapping") or {}
-    mapped = {k: v for k, v in mapping.items() if k in columns}
+    ren = meta.get("eval_renamed") or {}
+    mapped = {k: (ren.get(v, v) if isinstance(v, str) else v) for k, v in mapping.items() if k in columns}
     skipped_cols: dict[str, str] = {}
     for c in meta.get("non_numeric_columns", ()):
         skipped_cols[c] = "text, not a number"
