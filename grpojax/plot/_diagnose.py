@@ -272,7 +272,8 @@ def diagnosis_dashboard(run: RunLog, diagnosis: Diagnosis, path: str | pathlib.P
     if handles:
         fig.legend(handles=handles, loc="upper right", fontsize=9)
     fig.suptitle(f"grpojax diagnose: {diagnosis.run}", fontsize=12)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    # fixed margins: tight_layout draws the whole 15-panel figure once more to measure it (~40 % of its time)
+    fig.subplots_adjust(left=0.05, right=0.965, bottom=0.03, top=0.955, hspace=0.32, wspace=0.22)
     if path is not None:
         save_figure(fig, path, dpi=90)
     return fig
