@@ -352,7 +352,7 @@ class Driver:
         import jax
         import jax.numpy as jnp
 
-        from grpojax.grpo import RolloutBatch, group_advantages, sample_batch
+        from grpojax.grpo import make_batch, sample_batch
 
         cfg = self.s.cfg
         probs = sample_batch(self.s.train, self.B, seed=seed, index=index)
@@ -360,11 +360,10 @@ class Driver:
         key = jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 1), index)
         out = _generate(self.s, params, toks, mask, key=key)
         sc, _ = _score(self.s, out.completion, out.completion_mask, [p.answer for p in probs for _ in range(self.G)])
-        rewards = np.asarray(sc.rewards, np.float32).reshape(self.B, self.G)
-        adv = np.asarray(group_advantages(jnp.asarray(rewards), cfg.grpo.advantage, eps=cfg.grpo.adv_eps))
-        batch = RolloutBatch(jnp.asarray(toks), jnp.asarray(mask), out.completion, out.completion_mask,
-                             jnp.asarray(out.logprobs, jnp.float32), jnp.zeros(out.completion.shape, jnp.float32),
-                             jnp.asarray(adv.reshape(-1), jnp.float32))
+        rewards = np.asarray(sc.rewards, np.float32)
+        batch = make_batch(jnp.asarray(toks), jnp.asarray(mask), out.completion, out.completion_mask, out.logprobs,
+                           jnp.zeros(out.completion.shape, jnp.float32), jnp.asarray(rewards), group_size=self.G,
+                           mode=cfg.grpo.advantage, eps=cfg.grpo.adv_eps)
         return batch, float(rewards.mean())
 
     def run(self, params, opt_state, update, *, steps: int, k_ref: int, seed: int, probe=None, first_rollout: int = 0,
@@ -377,14 +376,16 @@ class Driver:
         import jax
         import jax.numpy as jnp
 
+        from grpojax.grpo import rollout_due
+
         recs = []
         batch = None
         for step in range(1, steps + 1):
-            cycle = (step - 1) % k_ref
+            due, cycle = rollout_due(step, k_ref)
             rec = {"step": step, "refresh_lag": cycle}
-            if cycle == 0:
+            if due:
                 batch, rec["reward_mean"] = self.rollout(params, first_rollout + (step - 1) // k_ref, seed)
-            params, opt_state, m = update(params, opt_state, self.s.rest, batch, jnp.asarray(cycle == 0))
+            params, opt_state, m = update(params, opt_state, self.s.rest, batch, jnp.asarray(due))
             t = jax.device_get(m.terms)
             rec.update(loss=float(t.loss), entropy=float(t.entropy), grad_norm=float(m.grad_norm),
                        clip_frac=float(t.clip_frac), finite=bool(m.finite))

@@ -13,7 +13,7 @@ from ._loss import AGGREGATIONS, LossTerms, aggregate, clipped_surrogate, grpo_l
 from ._optim import build_optimizer, build_schedule
 from ._population import Member, PopulationResult, train_population
 from ._population_spec import train_population_file
-from ._rollout import sample_completions
+from ._rollout import make_batch, sample_completions
 from ._rewards import (
     ANSWER_FORMATS,
     REWARD_FUNCTIONS,
@@ -29,6 +29,7 @@ from ._rewards import (
     score_completions,
 )
 from ._run_folder import RunFolderError, RunLock, check_run_folder, plan_run, run_markers
+from ._stiffness import EigenEstimate, Stiffness, jacobian_products, leading_eigen, stiffness
 from ._step import RolloutBatch, completion_logprobs, make_grpo_update, make_logprob_fn, make_sft_update
 from ._train_config import (
     TrainConfig,
@@ -41,9 +42,14 @@ from ._train_config import (
     shipped_configs,
 )
 from ._trainer import GRPOTrainer, NonFiniteLossError, StepHook, train
-from ._update import LossSettings, grpo_step
+from ._update import LossSettings, grpo_step, rollout_due
 
 __all__ = [
+    "EigenEstimate",
+    "Stiffness",
+    "jacobian_products",
+    "leading_eigen",
+    "stiffness",
     "ADVANTAGE_MODES",
     "ANSWER_FORMATS",
     "AGGREGATIONS",
@@ -89,6 +95,7 @@ __all__ = [
     "k3_kl",
     "load_config",
     "load_jsonl",
+    "make_batch",
     "make_grpo_update",
     "make_logprob_fn",
     "make_sft_update",
@@ -97,6 +104,7 @@ __all__ = [
     "read_config_dict",
     "read_jsonl_metrics",
     "resolve_config_path",
+    "rollout_due",
     "run_markers",
     "sample_batch",
     "sample_completions",

@@ -124,6 +124,9 @@ class PopulationResult(NamedTuple):
       wall_s: seconds of the GRPO phase (compilation included), and ``warmstart_s`` of the warm start.
       warmstart_s: see ``wall_s``.
       warm: the shared warm start (pass it as ``warm=`` to train another population from the same start).
+      chunk_s: wall seconds of each compiled call, in order (one list for the population; member after member
+        when ``batched=False``); the first call of each compiled program includes its compilation.
+      member_state_bytes: bytes of one member's training state (parameters, optimiser state, rollout batch).
     """
 
     members: tuple
@@ -139,6 +142,8 @@ class PopulationResult(NamedTuple):
     wall_s: float
     warmstart_s: float
     warm: Any
+    chunk_s: list
+    member_state_bytes: int
 
 
 class WarmStart(NamedTuple):
@@ -536,6 +541,9 @@ def train_population(
     per_run_metrics: list = []
     eval0_parts: list = []
     finals: list = []
+    chunk_s: list = []
+    one = jax.eval_shape(fns.init, jax.tree.map(lambda x: x[0], _stack_hp(members[:1], optimizer)))
+    state_bytes = int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(one)))
     bar = make_progress() if show_progress else None
     try:
         if bar is not None:
@@ -550,8 +558,10 @@ def train_population(
             eval0_parts.append(np.atleast_1d(e0)[sel] if batched else np.atleast_1d(e0))
             chunks = []
             for c in range(n_chunks):
+                tc = time.perf_counter()
                 state, met = prog(state, hp, jnp.int32(c * chunk + 1))
                 met = {k: np.asarray(v) for k, v in met.items()}  # (chunk, N) or (chunk,)
+                chunk_s.append(time.perf_counter() - tc)
                 if not batched:
                     met = {k: v[:, None] for k, v in met.items()}
                 met = {k: v[:, sel] if batched else v for k, v in met.items()}
@@ -577,7 +587,8 @@ def train_population(
         dstep = np.asarray([f[2] for f in finals])
         eval0 = np.concatenate(eval0_parts)
     result = PopulationResult(members, metrics, eval0.astype(np.float32), ~alive.astype(bool),
-                              dstep.astype(np.int64), params, init_params, graphdef, rest, out, wall, warmstart_s, warm)
+                              dstep.astype(np.int64), params, init_params, graphdef, rest, out, wall, warmstart_s,
+                              warm, chunk_s, state_bytes)
     if loggers is not None:
         _write_logs(loggers, result, cfg, optimizer, kl_reference)
     return result

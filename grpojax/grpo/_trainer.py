@@ -8,6 +8,12 @@ line of the run log (``metrics.jsonl``, canonical column names); rollout metrics
 ``response_*``, ``unparsed``) appear on the first step of each cycle, ``eval_reward`` every
 ``eval.every`` steps and at step 0 (after the warm start).
 
+The pieces are shared with the population trainer (:func:`grpojax.grpo.train_population`) and the
+experiments: the update is :func:`grpojax.grpo.grpo_step` (jitted once per model and optimiser by
+:func:`grpojax.grpo.make_grpo_update`), the refresh schedule :func:`grpojax.grpo.rollout_due`, the advantages
+:func:`grpojax.grpo.group_advantages`; rollouts here are sampled by :func:`grpojax.lm.generate` and scored on
+their decoded text (:func:`grpojax.grpo.score_completions`), any reward and tokenizer.
+
 Exact resume: all randomness is ``fold_in`` of the seed with the step / rollout index, and the
 checkpoint holds the parameters, optimiser state, reference parameters and the current rollout
 batch, so a resumed run reproduces the uninterrupted run's metrics.
@@ -22,6 +28,7 @@ merged with the earlier one.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import math
@@ -54,6 +61,7 @@ from grpojax.grpo._optim import build_optimizer
 from grpojax.grpo._rewards import score_completions
 from grpojax.grpo._step import RolloutBatch, make_grpo_update, make_logprob_fn, make_sft_update
 from grpojax.grpo._run_folder import RunFolderError, RunLock, RunPlan, check_run_folder, clear_run, plan_run
+from grpojax.grpo._update import rollout_due
 from grpojax.grpo._train_config import TrainConfig, config_to_dict, read_config_dict, save_config
 from grpojax.logs import JsonlLogger, jsonl_header, truncate_jsonl
 from grpojax.lm import (
@@ -76,8 +84,26 @@ from grpojax.lm import (
 
 __all__ = ["GRPOTrainer", "NonFiniteLossError", "StepHook", "train"]
 
-# jitted functions shared by trainers of the same model/optimiser/mesh (a resumed run, tests)
-_COMPILED: dict = {}
+class _Programs:
+    """The jitted programs of recent trainers, keyed on the values they are built from (the model's graph,
+    the frozen config sections, the mesh), the least recently used evicted past ``size``: a resumed run or a
+    second trainer of the same model and optimiser reuses the compiled update instead of compiling it again."""
+
+    def __init__(self, size: int = 8):
+        self.size = size
+        self._items: collections.OrderedDict = collections.OrderedDict()
+
+    def get(self, key: tuple, build):
+        if key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key]
+        value = self._items[key] = build()
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+        return value
+
+
+_PROGRAMS = _Programs()
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 
@@ -149,16 +175,18 @@ class GRPOTrainer:
         self.rest = to_global(self.rest, NamedSharding(self.mesh, P()))
         g = cfg.grpo
         self._use_ref = g.beta > 0 or g.log_kl
-        key = ("grpo", self.graphdef, repr(cfg.optim), cfg.steps, repr(g), self.mesh)
-        if key not in _COMPILED:
+
+        def build():
             tx, schedule = build_optimizer(cfg.optim, cfg.steps)
             opt_sh = jax.tree.map(lambda x: x.sharding, self._init_opt(tx, self.params))
             update = make_grpo_update(
                 self.graphdef, tx, beta=g.beta, eps_low=g.eps_low, eps_high=g.eps_high,
                 aggregation=g.aggregation, use_ref=self._use_ref, param_sharding=self.param_sh, opt_sharding=opt_sh,
             )
-            _COMPILED[key] = (tx, schedule, opt_sh, update, make_logprob_fn(self.graphdef))
-        self.tx, self.schedule, self.opt_sh, self.update, self.logprob_fn = _COMPILED[key]
+            return tx, schedule, opt_sh, update, make_logprob_fn(self.graphdef)
+
+        key = ("grpo", self.graphdef, cfg.optim, cfg.steps, g, self._use_ref, self.mesh)
+        self.tx, self.schedule, self.opt_sh, self.update, self.logprob_fn = _PROGRAMS.get(key, build)
         self.opt_state = self._init_opt(self.tx, self.params)
         self.ref_params = jax.tree.map(jnp.copy, self.params) if self._use_ref else None
         self.batch = self._empty_batch()
@@ -345,13 +373,13 @@ class GRPOTrainer:
         w = self.cfg.warmstart
         if w.steps <= 0:
             return {}
-        key = ("sft", self.graphdef, repr(w), self.mesh)
-        if key not in _COMPILED:
+
+        def build():
             tx, _ = build_optimizer(w.optimizer(), w.steps)
             opt_sh = jax.tree.map(lambda x: x.sharding, self._init_opt(tx, self.params))
-            _COMPILED[key] = (tx, make_sft_update(self.graphdef, tx, param_sharding=self.param_sh,
-                                                  opt_sharding=opt_sh))
-        tx, sft = _COMPILED[key]
+            return tx, make_sft_update(self.graphdef, tx, param_sharding=self.param_sh, opt_sharding=opt_sh)
+
+        tx, sft = _PROGRAMS.get(("sft", self.graphdef, w, self.mesh), build)
         opt = self._init_opt(tx, self.params)
         N = self.cfg.sampling.max_new_tokens
         truncated = 0
@@ -497,12 +525,19 @@ class GRPOTrainer:
             ``status: stopped`` and ``stopped_by_hook: <reason>`` (a later call resumes from there). An
             exception raised by a hook ends the run like any crash (resumable from the last checkpoint).
 
+        ``summary.json``'s ``status``: ``running`` while the run (or a resumed run) is under way, ``done``
+        at the last step, ``stopped`` (by ``stop_after`` or a hook), ``nonfinite`` (a NaN stop) or
+        ``interrupted`` (Ctrl-C or an error such as a full disk stopped it; ``error`` says which). A run
+        killed outright (``kill -9``) keeps ``running``.
+
         Raises:
           ValueError: ``hooks`` is not a sequence of callables, or a hook returned something other than a
             non-empty string or None.
           RunFolderError: the folder is in use by another process or holds a run that may not be used as asked.
           CheckpointError: every checkpoint of the run is corrupt, or they belong to a different model.
           NonFiniteLossError: the loss went NaN/inf (the last good state is checkpointed).
+          StorageError: a checkpoint could not be written (full disk, read-only folder); the last good one
+            is kept.
         """
         warn = _warn if warn is None else warn
         hooks = check_hooks(hooks)
@@ -610,7 +645,7 @@ class GRPOTrainer:
         if resumed:
             summary = {k: v for k, v in old.items()
                        if k not in ("last_step", "status", "nonfinite_step", "last_good_checkpoint",
-                                    "stopped_by_hook")}
+                                    "stopped_by_hook", "error")}
             # the log (cut back to the checkpoint) is the record of what happened, also for a killed run
             summary["evals"] = [[r["step"], r["eval_reward"]] for r in read_jsonl_metrics(log_path)
                                 if "eval_reward" in r] if primary else []
@@ -635,6 +670,8 @@ class GRPOTrainer:
         try:
             if bar is not None:
                 bar.start()
+            if resumed and primary and start < end:  # a resumed run killed later must not still say "done"
+                write_json(self.out, "summary.json", dict(summary, last_step=start, status="running"))
             if not resumed:
                 summary["warmstart"] = self.warmstart(progress=bar)
                 rec = self.evaluate(0)
@@ -652,12 +689,12 @@ class GRPOTrainer:
                     break
                 t0 = time.perf_counter()
                 rec: dict[str, Any] = {}
-                cycle = (step - 1) % K
-                if cycle == 0:
+                due, cycle = rollout_due(step, K)
+                if due:
                     rec.update(self.rollout((step - 1) // K))
                 t1 = time.perf_counter()
                 self.params, self.opt_state, m = self.update(self.params, self.opt_state, self.rest, self.batch,
-                                                             jnp.asarray(cycle == 0))
+                                                             jnp.asarray(due))
                 terms, grad_norm, finite = jax.tree.map(to_host, (m.terms, m.grad_norm, m.finite))
                 finite = bool(finite)
                 rec.update({
@@ -701,6 +738,15 @@ class GRPOTrainer:
             if last > start or not store.is_valid(last):
                 phase = "stopped_by_hook" if stop_reason is not None else "grpo" if last < cfg.steps else "done"
                 store.save(last, self.state(), {"phase": phase})
+        except NonFiniteLossError:
+            raise
+        except BaseException as exc:  # Ctrl-C, a full disk, any error: the run did not finish
+            if primary:
+                with contextlib.suppress(Exception):  # best effort: the disk may be the reason
+                    reason = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+                    write_json(self.out, "summary.json", dict(summary, last_step=last, status="interrupted",
+                                                              error=f"{type(exc).__name__}: {reason}"))
+            raise
         finally:
             if bar is not None:
                 bar.stop()
