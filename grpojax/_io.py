@@ -1,12 +1,15 @@
 """JSON values and atomic file writes: the one place where results become files.
 
 :func:`to_jsonable` turns numpy/JAX scalars and arrays, NamedTuples, dataclasses and paths into plain
-JSON values. Non-finite floats become the strings ``"nan"``, ``"inf"`` and ``"-inf"`` so that every file
-stays strict JSON and nothing is silently lost; :func:`from_json_number` reads them back.
+JSON values, so that every file stays strict JSON: NaN (a value that does not exist) becomes ``null``,
+infinities the strings ``"inf"`` and ``"-inf"`` (their sign is information). Run logs write each
+metric with :func:`json_number` (NaN as ``"nan"``, the log format); :func:`from_json_number` reads both
+back.
 
-:func:`write_text_atomic`, :func:`write_json` and :func:`save_figure` write through a temporary file
-in the target folder followed by :func:`os.replace`, so a reader (or a crash, or a full disk) never leaves a half-written file
-under the final name.
+:func:`write_text_atomic`, :func:`write_json` and :func:`save_figure` all write through
+:func:`atomic_write` -- a temporary file in the target folder followed by :func:`os.replace` -- so a reader
+(or a crash, or a full disk) never leaves a half-written file under the final name, and a test can
+inject a full disk into every writer by replacing that one function.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ import math
 import os
 import pathlib
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["from_json_number", "json_number", "save_figure", "to_jsonable", "write_json", "write_text_atomic"]
+__all__ = ["atomic_write", "from_json_number", "json_number", "save_figure", "to_jsonable", "write_json", "write_text_atomic"]
 
 
 def json_number(x: float) -> float | str:
@@ -41,8 +45,8 @@ def from_json_number(v: Any) -> Any:
 def to_jsonable(obj: Any) -> Any:
     """Convert ``obj`` to plain JSON values (dicts, lists, str, int, float, bool, None).
 
-    NamedTuples and dataclasses become dicts, arrays become (nested) lists, non-finite floats become
-    strings (:func:`json_number`); anything else unknown becomes its ``str``. The conversion recurses
+    NamedTuples and dataclasses become dicts, arrays become (nested) lists, NaN becomes ``None`` (JSON
+    ``null``) and ±inf the strings ``"inf"`` / ``"-inf"``; anything else unknown becomes its ``str``. The conversion recurses
     into the object, so it is meant for results, not for untrusted input.
     """
     if hasattr(obj, "_asdict"):
@@ -62,7 +66,7 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, (int, np.integer)):
         return int(obj)
     if isinstance(obj, (float, np.floating)):
-        return json_number(obj)
+        return None if math.isnan(obj) else json_number(obj)
     if hasattr(obj, "shape") and hasattr(obj, "dtype"):
         arr = np.asarray(obj)
         if arr.ndim == 0:
@@ -78,31 +82,47 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> pathlib.Path:
-    """Write ``text`` to ``path`` atomically (temporary file in the same folder, then rename).
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> pathlib.Path:
+    """The one atomic write of grpojax: ``write(tmp)`` fills a temporary file beside ``path``, then it is renamed.
 
-    The parent folder is created if needed. On any error the temporary file is removed and the previous
-    content of ``path`` (if any) is left untouched.
+    Every file grpojax writes (JSON results, figures, configs, summaries) goes through here. The parent
+    folder is created if needed. On any error the temporary file is removed and the previous content
+    of ``path`` (if any) is left untouched; an ``OSError`` without a file name gets ``path`` as its
+    name, so that the message says which file could not be written (a full disk, a read-only folder).
     """
     path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
-        os.fchmod(fd, _file_mode())
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            os.fchmod(fd, _file_mode())
+        finally:
+            os.close(fd)
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException as e:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        if isinstance(e, OSError) and e.errno is not None and (e.filename is None or str(e.filename) == tmp):
+            raise type(e)(e.errno, e.strerror or str(e), str(path)) from e  # name the file the user asked for
+        raise
+    return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> pathlib.Path:
+    """Write ``text`` to ``path`` atomically (:func:`atomic_write`: temporary file in the same folder, then rename)."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(e, OSError) and e.filename is None and e.errno is not None:
-            raise OSError(e.errno, e.strerror or str(e), str(path)) from e  # name the file the user asked for
-        raise
-    return path
+
+    return atomic_write(path, write)
 
 
 def write_json(directory: str | os.PathLike, name: str, obj: Any) -> pathlib.Path:
@@ -112,24 +132,11 @@ def write_json(directory: str | os.PathLike, name: str, obj: Any) -> pathlib.Pat
 
 
 def save_figure(fig: Any, path: str | os.PathLike, **kwargs: Any) -> pathlib.Path:
-    """``fig.savefig(path, **kwargs)`` atomically: to a temporary name in the same folder, then renamed.
+    """``fig.savefig(path, **kwargs)`` atomically (:func:`atomic_write`).
 
     The format comes from ``path``'s suffix unless ``format=`` is given. On any error the temporary
     file is removed and a previous figure at ``path`` is left untouched.
     """
     path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     kwargs.setdefault("format", path.suffix[1:] or None)
-    try:
-        os.fchmod(fd, _file_mode())
-        os.close(fd)
-        fig.savefig(tmp, **kwargs)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, **kwargs))

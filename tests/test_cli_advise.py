@@ -55,7 +55,7 @@ def test_advise_probe_recovers_curvature(tmp_path, capsys):
     (["--eta", "0.1", "--k-ref", "0", "--group-size", "8", "--curvature", "1"], "--k-ref"),
     (["--eta", "0.1", "--k-ref", "2", "--group-size", "1", "--curvature", "1"], "--group-size"),
     (["--eta", "0.1", "--k-ref", "2", "--group-size", "8", "--curvature", "-1"], "curvature"),
-    (["--eta", "0.1", "--k-ref", "2", "--group-size", "8", "--curvature", "1", "--pass-rate", "2"], "pass_rate"),
+    (["--eta", "0.1", "--k-ref", "2", "--group-size", "8", "--curvature", "1", "--pass-rate", "2"], "--pass-rate"),
     (["--eta", "0.1", "--k-ref", "2", "--staleness", "2", "--group-size", "8", "--curvature", "1"], "not allowed"),
     (["--eta", "0.1", "--k-ref", "2", "--group-size", "8", "--probe", "/nonexistent.jsonl"], "nonexistent"),
 ])

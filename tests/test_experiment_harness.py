@@ -39,7 +39,7 @@ def test_summary_is_the_format_reproduce_reads(tmp_path):
         {"claim": "paper claim", "paper": "the paper says so", "measured": "1.5 vs 1.4", "verdict": "confirmed"},
         {"claim": "own claim", "paper": None, "measured": "nan everywhere", "verdict": "not_tested"},
     ]
-    assert data["table"][0] == 1.0 and data["table"][1] == "nan" and math.isclose(data["seconds"], 2.5)
+    assert data["table"][0] == 1.0 and data["table"][1] is None and math.isclose(data["seconds"], 2.5)
 
     results = {"thresholds_table": dict(status="ok", summary=data, seconds=1.0, command="x.py")}
     report = write_report(tmp_path, results, quick=True).read_text()

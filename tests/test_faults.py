@@ -9,6 +9,7 @@ compiled update shared by all); the kill -9 and concurrent-run cases are ``slow`
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -634,7 +635,7 @@ def test_fit_of_a_decreasing_curve_says_so(inputs, capsys):
     assert rc == 0 and "Traceback" not in err
     law = json.loads((tmp_path / "out" / "fit.json").read_text())["runs"]["decreasing"]["laws"]["exponential"]
     assert law["status"] == "decreasing" and "the curve falls" in law["reason"]
-    assert law["params"]["r_inf"] == "nan"  # no plateau reported for a law that cannot describe the curve
+    assert law["params"]["r_inf"] is None  # no plateau reported for a law that cannot describe the curve
     assert "decreasing exponential: decreasing: the curve falls" in " ".join(out.split())
     assert _outside(tmp_path) == before
 
@@ -707,17 +708,17 @@ def test_diagnose_all_nan_and_one_inf(capsys, tmp_path):
 @pytest.mark.parametrize(
     "argv, status, expected",
     [
-        (["predict", "--eta", "0.01", "--k-ref", "4", "--curvature", "-1"], 2, "--curvature must be > 0"),
-        (["predict", "--eta", "0.01", "--k-ref", "4", "--curvature", "0"], 2, "--curvature must be > 0"),
+        (["predict", "--eta", "0.01", "--k-ref", "4", "--curvature", "-1"], 2, "argument --curvature: must be > 0"),
+        (["predict", "--eta", "0.01", "--k-ref", "4", "--curvature", "0"], 2, "argument --curvature: must be > 0"),
         (["predict", "--eta", "0.01", "--k-ref", "4", "--curvature", "1", "--p0", "nan"], 2,
-         "--p0 must be a finite number, got nan"),
+         "argument --p0: must be a finite number, got nan"),
         (["simulate", "--eta", "0.01", "--k-ref", "4", "--curvature", "1", "--paths", "2147483648"], 2,
-         "--paths 2147483648 is above the limit"),
+         "argument --paths: must be an integer in [1, 10,000,000] (paths in the ensemble), got 2147483648"),
         (["simulate", "--eta", "0.01", "--k-ref", "4", "--curvature", "1", "--dt", "1e-6"], 2,
          "--dt 1e-06 over a horizon"),
-        (["sweep", "--size", "-3"], 2, "--size must be in"),
+        (["sweep", "--size", "-3"], 2, "argument --size: must be an integer in [2, 4,096]"),
         (["sweep", "--preset", "nope"], 2, "unknown sweep preset 'nope'"),
-        (["sweep", "--steps", "0"], 2, "--steps must be >="),
+        (["sweep", "--steps", "0"], 2, "argument --steps: must be an integer in [8,"),
     ],
 )
 def test_bad_values_of_the_model_commands_are_one_line_errors(tmp_path, capsys, argv, status, expected):
@@ -739,3 +740,162 @@ def test_predict_with_a_huge_k_ref_answers_quickly(tmp_path, capsys):
     pred = json.loads((tmp_path / "out" / "prediction.json").read_text())
     assert "unstable" in json.dumps(pred)
     assert "exact thresholds not computed" in " ".join(out.split())
+
+
+# ------------------------------------------------------------------ every writer: full disk, read-only folder
+@contextlib.contextmanager
+def tmpfs(path: pathlib.Path, size: str, *, readonly: bool = False):
+    """A size-limited (or read-only) tmpfs at ``path``; skips the test where mounting is not allowed (not root)."""
+    path.mkdir(parents=True, exist_ok=True)
+    opts = f"size={size}" + (",ro" if readonly else "")
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a size-limited file system needs a tmpfs mount, which needs root")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or r.returncode})")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def _fake_full_disk(monkeypatch):
+    """The one atomic write of grpojax (grpojax._io.atomic_write) fails as a full disk does, half-way."""
+    import errno
+
+    import grpojax._io as io_mod
+
+    real = io_mod.atomic_write
+
+    def full(path, write):
+        def half(tmp):
+            with open(tmp, "w") as f:
+                f.write("partial")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        return real(path, half)
+
+    monkeypatch.setattr(io_mod, "atomic_write", full)
+
+
+LOG = str(TESTS / "fixtures" / "quickstart" / "trainer_state.json")
+# (command line with {out}, the files it writes under {out}); the fast writers of every command but train/export
+WRITERS = {
+    "predict": (["predict", "--eta", "0.01", "--mu", "0.9", "--k-ref", "4", "--curvature", "0.5", "--out", "{out}"],
+                ["prediction.json", "trajectory.png"]),
+    "simulate": (["simulate", "--eta", "0.05", "--mu", "0.5", "--k-ref", "4", "--curvature", "1.2", "--paths", "16",
+                  "--steps", "20", "--out", "{out}"], ["simulation.json", "ensemble.png"]),
+    "advise": (["advise", "--eta", "0.01", "--mu", "0.9", "--k-ref", "4", "--group-size", "8", "--curvature", "0.5",
+                "--json", "{out}/advice.json"], ["advice.json"]),
+    "fit": (["fit", LOG, "--law", "exponential", "--out", "{out}"], ["fit.json", "fit_quickstart.png"]),
+    "diagnose": (["diagnose", LOG, "--no-validity", "--out", "{out}"], ["diagnosis.json", "dashboard.png"]),
+    "watch": (["watch", LOG, "--no-live", "--idle-timeout", "0.05", "--poll", "0.01", "--json", "{out}/watch.json"],
+              ["watch.json"]),
+}
+
+
+def _argv(command: str, out: pathlib.Path) -> list[str]:
+    return [a.replace("{out}", str(out)) for a in WRITERS[command][0]]
+
+
+@pytest.mark.parametrize("command", [c for c in WRITERS if c != "watch"])
+def test_every_writer_under_a_full_disk(command, tmp_path, capsys, monkeypatch):
+    """A full disk while writing: exit 1, one line naming the file, the previous results intact, no temporary file."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in WRITERS[command][1]:
+        (out / name).write_text("previous result\n")
+    (tmp_path / "bystander.txt").write_text("keep me\n")
+    before = tree_hash(tmp_path)
+    _fake_full_disk(monkeypatch)
+    rc, _, err = cli(capsys, *_argv(command, out))
+    line = one_line(err)
+    assert rc == 1 and "no space left on the device while writing " + str(out) in line, line
+    assert "internal error" not in line
+    assert tree_hash(tmp_path) == before  # nothing half-written, nothing replaced, no temporary file
+
+
+def test_watch_under_a_full_disk(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    _fake_full_disk(monkeypatch)
+    rc, _, err = cli(capsys, *_argv("watch", out))
+    line = one_line(err)
+    assert rc == 1 and f"no space left on the device while writing {out / 'watch.json'}" in line, line
+    assert not out.exists() or not list(out.iterdir())
+
+
+@pytest.mark.parametrize("command", [c for c in WRITERS if c != "watch"])
+def test_every_writer_into_a_read_only_folder(command, tmp_path, capsys):
+    """A read-only folder: exit 1, one line naming the path and saying why."""
+    with tmpfs(tmp_path / "ro", "64k", readonly=True) as ro:
+        rc, _, err = cli(capsys, *_argv(command, ro / "out"))
+    line = one_line(err)
+    assert rc == 1 and str(ro / "out") in line and "read-only file system" in line, line
+
+
+def test_predict_into_a_small_file_system(tmp_path, capsys):
+    """A real full disk (a 16 KiB tmpfs): the figure does not fit; one line, no partial file left."""
+    with tmpfs(tmp_path / "small", "16k") as small:
+        rc, _, err = cli(capsys, *_argv("predict", small / "out"))
+        left = sorted(p.name for p in (small / "out").iterdir()) if (small / "out").exists() else []
+    line = one_line(err)
+    assert rc == 1 and "no space left on the device while writing" in line and str(small / "out") in line, line
+    assert all(not n.endswith(".tmp") for n in left), left
+
+
+def test_checkpoint_on_a_full_disk_keeps_the_last_good_one(tmp_path):
+    """orbax's RESOURCE_EXHAUSTED on a full tmpfs: one StorageError line naming the folder; step 1 stays restorable."""
+    from grpojax import StorageError
+
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        store = CheckpointStore(disk / "checkpoints", keep=2)
+        small = {"w": jnp.arange(1000, dtype=jnp.float32)}
+        store.save(1, small, {"phase": "grpo"})
+        (disk / "filler").write_bytes(b"\0" * (1024 * 1024 - 256 * 1024))
+        big = {"w": jnp.asarray(np.random.default_rng(0).normal(size=400_000).astype(np.float32))}
+        with pytest.raises(StorageError) as exc:
+            store.save(2, big, {"phase": "grpo"})
+        msg = str(exc.value)
+        assert len(msg.splitlines()) == 1 and str(disk / "checkpoints") in msg
+        assert "no space left on the device" in msg and "the last good checkpoint is step 1" in msg
+        (disk / "filler").unlink()
+        assert store.all_steps() == [1] and not list((disk / "checkpoints").glob("*tmp*"))
+        state, meta, skipped = store.restore_valid(small)
+        assert meta["step"] == 1 and not skipped and np.array_equal(state["w"], small["w"])
+        store.close()
+
+
+def test_failed_resave_of_a_step_puts_the_old_checkpoint_back(tmp_path, monkeypatch):
+    """Any orbax error while replacing checkpoint N: StorageError, and the old checkpoint N is restored intact."""
+    import orbax.checkpoint as ocp
+
+    from grpojax import StorageError
+
+    store = CheckpointStore(tmp_path / "checkpoints", keep=2)
+    old = {"w": jnp.arange(10, dtype=jnp.float32)}
+    store.save(3, old, {"phase": "grpo"})
+    before = tree_hash(store.path(3))
+
+    def broken(self, *a, **k):
+        raise ValueError("INTERNAL: something orbax did not expect\nmore lines of its log")
+
+    monkeypatch.setattr(ocp.CheckpointManager, "save", broken)
+    with pytest.raises(StorageError, match=r"could not write checkpoint 3 in .*: ValueError: INTERNAL"):
+        store.save(3, {"w": jnp.ones(10, dtype=jnp.float32)}, {"phase": "grpo"})
+    monkeypatch.undo()
+    assert store.all_steps() == [3] and tree_hash(store.path(3)) == before and store.is_valid(3)
+    store.close()
+
+
+def test_train_on_a_full_disk_is_one_line(tmp_path, capsys, parity):
+    """A run folder on a 1 MiB tmpfs: the first checkpoint does not fit; one line naming the folder, no orbax log."""
+    cfg = user_config(tmp_path)
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(disk / "run"))
+        line = one_line(err)
+        summary = json.loads((disk / "run" / "summary.json").read_text()) if (disk / "run" / "summary.json").exists() \
+            else None
+    assert rc == 1 and "no space left on the device" in line and str(disk / "run") in line, line
+    assert "RESOURCE_EXHAUSTED" not in err and "internal error" not in line
+    if summary is not None:
+        assert summary["status"] != "done"

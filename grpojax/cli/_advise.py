@@ -6,6 +6,7 @@ import argparse
 import math
 
 from grpojax.cli._common import CLIError, console, out_dir, write_json
+from grpojax.cli._types import Int, Real, out_path
 
 EXAMPLE = """Example:
   grpojax advise --eta 0.01 --mu 0.9 --k-ref 4 --group-size 8 --curvature 0.5 --pass-rate 0.8
@@ -24,27 +25,27 @@ def register(sub) -> None:
         "(--probe).\n\n" + EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--eta", type=float, required=True, help="learning rate η > 0")
+    p.add_argument("--eta", type=Real(0, lo_open=True, what="the learning rate"), required=True, help="learning rate η > 0")
     m = p.add_mutually_exclusive_group()
-    m.add_argument("--mu", type=float, default=None, help="heavy-ball momentum μ in [0, 1) (default 0)")
-    m.add_argument("--beta1", type=float, default=None, help="Adam's β₁ in [0, 1) (heavy ball with μ = β₁, step η(1 − β₁))")
+    m.add_argument("--mu", type=Real(0, 1, hi_open=True, what="heavy-ball momentum"), default=None, help="heavy-ball momentum μ in [0, 1) (default 0)")
+    m.add_argument("--beta1", type=Real(0, 1, hi_open=True, what="Adam's β₁"), default=None, help="Adam's β₁ in [0, 1) (heavy ball with μ = β₁, step η(1 − β₁))")
     k = p.add_mutually_exclusive_group(required=True)
-    k.add_argument("--k-ref", type=int, default=None, help="updates per rollout K_ref >= 1 (periodic refresh)")
-    k.add_argument("--staleness", type=int, default=None, help="asynchronous delay S >= 1 in steps (constant lag)")
+    k.add_argument("--k-ref", type=Int(1, what="updates per rollout"), default=None, help="updates per rollout K_ref >= 1 (periodic refresh)")
+    k.add_argument("--staleness", type=Int(1, what="asynchronous delay in steps"), default=None, help="asynchronous delay S >= 1 in steps (constant lag)")
     p.add_argument("--lag", choices=("constant", "periodic"), default=None,
                    help="lag model (default periodic with --k-ref, constant with --staleness)")
-    p.add_argument("--group-size", type=int, required=True, help="completions per prompt G >= 2")
+    p.add_argument("--group-size", type=Int(2, what="completions per prompt"), required=True, help="completions per prompt G >= 2")
     c = p.add_mutually_exclusive_group(required=True)
-    c.add_argument("--curvature", type=float, default=None, help="stale curvature K_d > 0 (optimizer units)")
+    c.add_argument("--curvature", type=Real(0, lo_open=True, what="stale curvature"), default=None, help="stale curvature K_d > 0 (optimizer units)")
     c.add_argument("--probe", default=None, help="a short probe run's log: fit it for the curvature and pass rate")
-    p.add_argument("--k-instant", type=float, default=0.0, help="instant stiffness K_0 >= 0 (e.g. KL anchor), default 0")
-    p.add_argument("--pass-rate", type=float, default=None, help="forecast pass rate p in [0, 1] (default: from --probe)")
-    p.add_argument("--noise", type=float, default=None, help="gradient noise variance σ² (default p(1-p), else 0.25)")
-    p.add_argument("--zero-std-target", type=float, default=0.1, help="bound on p^G + (1-p)^G (default 0.1)")
-    p.add_argument("--zeta-band", type=float, nargs=2, default=(0.7, 1.5), metavar=("LO", "HI"),
+    p.add_argument("--k-instant", type=Real(0, what="instant stiffness"), default=0.0, help="instant stiffness K_0 >= 0 (e.g. KL anchor), default 0")
+    p.add_argument("--pass-rate", type=Real(0, 1, what="a pass rate"), default=None, help="forecast pass rate p in [0, 1] (default: from --probe)")
+    p.add_argument("--noise", type=Real(0, what="a variance"), default=None, help="gradient noise variance σ² (default p(1-p), else 0.25)")
+    p.add_argument("--zero-std-target", type=Real(0, 1, lo_open=True, hi_open=True, what="a fraction of groups"), default=0.1, help="bound on p^G + (1-p)^G (default 0.1)")
+    p.add_argument("--zeta-band", type=Real(0, lo_open=True, what="damping ratios"), nargs=2, default=(0.7, 1.5), metavar=("LO", "HI"),
                    help="band of the damping ratio (default 0.7 1.5)")
-    p.add_argument("--margin", type=float, default=0.2, help="relative margin kept from η*_exact (default 0.2)")
-    p.add_argument("--json", default=None, help="also write the advice to this JSON file")
+    p.add_argument("--margin", type=Real(0, 1, hi_open=True, what="relative margin"), default=0.2, help="relative margin kept from η*_exact (default 0.2)")
+    p.add_argument("--json", type=out_path, default=None, help="also write the advice to this JSON file")
     p.set_defaults(func=run)
 
 
@@ -92,6 +93,8 @@ def run(args) -> int:
         raise CLIError(f"--{'k-ref' if args.k_ref is not None else 'staleness'} must be >= 1, got {kval}")
     if args.group_size < 2:
         raise CLIError(f"--group-size must be >= 2, got {args.group_size}")
+    if not args.zeta_band[0] < args.zeta_band[1]:
+        raise CLIError(f"--zeta-band must be two damping ratios LO < HI, got {args.zeta_band[0]:g} {args.zeta_band[1]:g}")
     lag = args.lag or ("periodic" if args.k_ref is not None else "constant")
     curvature, pass_rate, source, probe = args.curvature, args.pass_rate, None, None
     if args.probe is not None:

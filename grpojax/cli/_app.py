@@ -123,9 +123,17 @@ def _classify(exc: BaseException) -> tuple[int, str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; return the exit status (0 ok, 1 environment error, 2 user error, 130 interrupted)."""
+    """Run the command line; return the exit status (0 ok, 1 environment error, 2 user error, 130 interrupted).
+
+    A flag refused while parsing returns 2 as well (one line on stderr); ``--help`` exits as argparse does.
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            raise
+        return int(exc.code) if isinstance(exc.code, int) else 2
     if args.command is None:
         parser.print_help()
         return 2

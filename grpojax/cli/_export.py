@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 
+from grpojax._errors import InvalidValueError
 from grpojax.cli._common import console, refuse_existing
 
 EXAMPLE = """\
@@ -82,7 +83,7 @@ def restore_run(run_dir: str | pathlib.Path, *, step: int | None = None):
         if not steps:
             raise FileNotFoundError(2, "no checkpoint saved", str(run / "checkpoints"))
         if step is not None and step not in steps:
-            raise ValueError(f"--step {step} has no checkpoint; expected one of {sorted(steps)}")
+            raise InvalidValueError(f"--step {step} has no checkpoint; expected one of {sorted(steps)}")
         trainer = GRPOTrainer(cfg, run)
         state, meta = store.restore(trainer.state(), step)
     finally:

@@ -11,6 +11,7 @@ from grpojax._io import save_figure
 from grpojax.cli._common import (CLIError, add_bounds_arg, add_log_read_args, check_bounds_arg, console, log_read_kwargs,
                                  out_dir, write_json)
 from grpojax.cli._runs import read_runs, run_folders, slug
+from grpojax.cli._types import SEED, Int, Real, in_path, out_path
 
 DESCRIPTION = """\
 Fit the reward-curve laws (exponential, three_phase, sigmoid) to the reward column of a training log
@@ -39,34 +40,34 @@ Example:
 def register(subparsers) -> None:
     p = subparsers.add_parser("fit", help="fit reward-curve laws / posteriors to a training log",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("log", help="log file or folder (any format grpojax.logs reads)")
-    p.add_argument("--out", default="out/fit", help="output folder (default: out/fit)")
+    p.add_argument("log", type=in_path, help="log file or folder (any format grpojax.logs reads)")
+    p.add_argument("--out", type=out_path, default="out/fit", help="output folder (default: out/fit)")
     p.add_argument("--law", default="all", choices=("all", "exponential", "three_phase", "sigmoid"),
                    help="law to fit (default: all)")
     p.add_argument("--metric", default="reward_mean", help="column to fit (default: reward_mean)")
     p.add_argument("--format", default=None, help="force a log format instead of auto-detection")
     p.add_argument("--run", default=None, help="only the run with this name")
     add_log_read_args(p)
-    p.add_argument("--smooth", type=int, default=None, metavar="W",
+    p.add_argument("--smooth", type=Int(1, what="points in the moving average"), default=None, metavar="W",
                    help="also report R² after a centred moving average of W points")
     p.add_argument("--bayes", nargs="?", const="state_space", default=None,
                    choices=("state_space", "three_phase", "mechanistic"),
                    help="also sample a NUTS posterior of this model (default model: state_space)")
-    p.add_argument("--prefix", type=float, default=None, metavar="F",
+    p.add_argument("--prefix", type=Real(0, 1, lo_open=True, hi_open=True, what="a fraction of the steps"), default=None, metavar="F",
                    help="forecast: fit on the first fraction F of the steps, score the rest")
-    p.add_argument("--window", type=float, default=0.1, metavar="W",
+    p.add_argument("--window", type=Real(0, 1, lo_open=True, what="a fraction of the run"), default=0.1, metavar="W",
                    help="with --prefix: the final fraction W of the run whose mean is forecast (default 0.1)")
     p.add_argument("--forecast-method", default="creep", choices=("creep", "persistence", "exponential", "sigmoid"),
                    help="with --prefix: the window forecaster (default creep)")
-    p.add_argument("--chains", type=int, default=4, help="NUTS chains (default 4)")
-    p.add_argument("--draws", type=int, default=1000, help="NUTS draws per chain after warmup (default 1000)")
-    p.add_argument("--warmup", type=int, default=1000, help="NUTS warmup per chain (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="PRNG seed for NUTS (default 0)")
-    p.add_argument("--eta", type=float, default=None, help="mechanistic: learning rate")
-    p.add_argument("--mu", type=float, default=None, help="mechanistic: momentum")
-    p.add_argument("--k-ref", type=float, default=None, help="mechanistic: refresh interval / lag K_ref")
+    p.add_argument("--chains", type=Int(1, 1024, what="NUTS chains"), default=4, help="NUTS chains (default 4)")
+    p.add_argument("--draws", type=Int(1, 10**6, what="NUTS draws per chain"), default=1000, help="NUTS draws per chain after warmup (default 1000)")
+    p.add_argument("--warmup", type=Int(1, 10**6, what="NUTS warmup per chain"), default=1000, help="NUTS warmup per chain (default 1000)")
+    p.add_argument("--seed", type=SEED, default=0, help="PRNG seed for NUTS in [0, 2^32) (default 0)")
+    p.add_argument("--eta", type=Real(0, lo_open=True, what="the learning rate"), default=None, help="mechanistic: learning rate")
+    p.add_argument("--mu", type=Real(0, 1, hi_open=True, what="heavy-ball momentum"), default=None, help="mechanistic: momentum")
+    p.add_argument("--k-ref", type=Real(1, what="optimizer steps"), default=None, help="mechanistic: refresh interval / lag K_ref")
     p.add_argument("--lag", default="constant", choices=("constant", "periodic"), help="mechanistic: lag model")
-    p.add_argument("--group-size", type=float, default=1.0, help="mechanistic: group size G")
+    p.add_argument("--group-size", type=Real(1, what="completions per prompt"), default=1.0, help="mechanistic: group size G")
     add_bounds_arg(p, effect="a fitted plateau outside it is reported as law_cannot_describe, and the window "
                              "forecast is clipped to it")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
@@ -148,6 +149,9 @@ def run(args) -> int:
         if not r.has(args.metric):
             raise CLIError(f"run {r.name!r} has no {args.metric!r} column (has: {', '.join(sorted(r.columns))}); "
                            "choose one with --metric")
+        if args.smooth is not None and args.smooth > r.count(args.metric):
+            raise CLIError(f"--smooth {args.smooth} is longer than run {r.name!r}, which has {r.count(args.metric)} "
+                           f"points of {args.metric}; use at most {r.count(args.metric)}")
     windows, observed = (_window_forecasts(runs, args, jax.random.fold_in(key, 2)) if args.prefix is not None
                          else ([None] * len(runs), [None] * len(runs)))
     wtable = None

@@ -17,6 +17,7 @@ import sys
 import time
 
 from grpojax._distributed import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID
+from grpojax._errors import InvalidValueError
 from grpojax.cli._common import CLIError, err_console
 
 _GRACE_S = 5.0
@@ -107,13 +108,13 @@ def launch(command: list[str], num_processes: int, *, port: int | None = None,
         ValueError: ``num_processes`` < 1, a port outside 1..65535, K < 1 or a timeout <= 0.
     """
     if num_processes < 1:
-        raise ValueError(f"num_processes must be >= 1, got {num_processes}")
+        raise InvalidValueError(f"num_processes must be >= 1, got {num_processes}")
     if port is not None and not 0 < port < 65536:
-        raise ValueError(f"port must be in [1, 65535], got {port}")
+        raise InvalidValueError(f"port must be in [1, 65535], got {port}")
     if devices_per_process is not None and devices_per_process < 1:
-        raise ValueError(f"devices_per_process must be >= 1, got {devices_per_process}")
+        raise InvalidValueError(f"devices_per_process must be >= 1, got {devices_per_process}")
     if timeout is not None and not timeout > 0:
-        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        raise InvalidValueError(f"timeout must be > 0 seconds, got {timeout}")
     addr = f"127.0.0.1:{port or free_port()}"
     procs: list[subprocess.Popen] = []
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -154,7 +155,7 @@ def run(args) -> int:
     try:
         return launch(command, args.num_processes, port=args.port, devices_per_process=args.devices_per_process,
                       timeout=args.timeout)
-    except ValueError as exc:
+    except InvalidValueError as exc:
         flag = {"num_processes": "--num-processes", "port": "--port", "devices_per_process": "--devices-per-process",
                 "timeout": "--timeout"}
         msg = str(exc)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 
+from grpojax._errors import InvalidValueError
 from grpojax._io import save_figure
 from grpojax.cli._common import add_oscillator_args, check_oscillator_args, console, out_dir, write_json
+from grpojax.cli._types import Int, Real, out_path
 
 EXAMPLE = """Example:
   grpojax predict --eta 0.01 --mu 0.9 --k-ref 4 --curvature 0.5 --p0 0.2 --p-star 0.8 --out out/predict
@@ -23,10 +25,13 @@ def register(sub) -> None:
     )
     add_oscillator_args(p, group_size_help="group size G for the stationary variance (default 8)",
                         instant_help="instant stiffness K_0 (e.g. KL anchor), default 0")
-    p.add_argument("--p0", type=float, default=0.2, help="initial reward for the trajectory figure (default 0.2)")
-    p.add_argument("--p-star", type=float, default=0.8, help="plateau for the trajectory figure (default 0.8)")
-    p.add_argument("--steps", type=int, default=0, help="horizon of the figure (default: 8 time constants)")
-    p.add_argument("--out", default="out/predict", help="output folder (default out/predict)")
+    p.add_argument("--p0", type=Real(what="initial reward"), default=0.2,
+                   help="initial reward for the trajectory figure (default 0.2)")
+    p.add_argument("--p-star", type=Real(what="the plateau"), default=0.8,
+                   help="plateau for the trajectory figure (default 0.8)")
+    p.add_argument("--steps", type=Int(0, 100_000, what="0: eight time constants"), default=0,
+                   help="horizon of the figure in steps, at most 100000 (default 0: 8 time constants)")
+    p.add_argument("--out", type=out_path, default="out/predict", help="output folder (default out/predict)")
     p.set_defaults(func=run)
 
 
@@ -42,7 +47,7 @@ def predict(eta, mu, k_ref, curvature, *, lag="constant", k_instant=0.0, group_s
     import grpojax.dynamics as dyn
 
     if group_size < 1:
-        raise ValueError(f"group_size must be >= 1, got group_size={group_size}")
+        raise InvalidValueError(f"group_size must be >= 1, got group_size={group_size}")
     p = dyn.from_hyperparams(eta, mu, k_ref, curvature, lag=lag, k_instant=k_instant, noise=noise, p_star=p_star)
     ratio = k_instant / curvature
     a = eta * curvature

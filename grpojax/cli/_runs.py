@@ -10,6 +10,16 @@ from grpojax.cli._common import CLIError, err_console, explain_runs
 from grpojax.logs import LogWarning, RunLog, read_logs
 
 
+def check_format_arg(format: str | None) -> str | None:
+    """``--format``: None (detect) or one of the formats the readers know; one line naming the flag otherwise."""
+    from grpojax.logs import FORMATS  # noqa: PLC0415
+
+    if format is not None and format not in FORMATS:
+        raise CLIError(f"--format {format!r} is not a log format; expected one of {', '.join(FORMATS)} "
+                       "(or leave it out to detect the format)")
+    return format
+
+
 def read_runs(log: str, format: str | None, name: str | None, *, mapping: dict | None = None,
               explain: bool = False) -> list[RunLog]:
     """Every run of ``log`` (``read_logs``), or only the one called ``name``.
@@ -22,6 +32,7 @@ def read_runs(log: str, format: str | None, name: str | None, *, mapping: dict |
     Raises:
         CLIError: ``name`` is given and no run has it (the message lists the runs).
     """
+    check_format_arg(format)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", LogWarning)
         runs = read_logs(log, format=format, mapping=mapping)
@@ -38,7 +49,7 @@ def read_runs(log: str, format: str | None, name: str | None, *, mapping: dict |
     picked = [r for r in runs if r.name == name]
     if not picked:
         names = ", ".join(repr(r.name) for r in runs[:10]) + (", ..." if len(runs) > 10 else "")
-        raise CLIError(f"{log}: no run named {name!r} (runs: {names})")
+        raise CLIError(f"--run {name!r}: {log} has no run of that name (runs: {names})")
     return picked[:1]
 
 

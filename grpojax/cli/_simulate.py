@@ -8,6 +8,7 @@ import time
 
 from grpojax._io import save_figure
 from grpojax.cli._common import CLIError, add_oscillator_args, check_oscillator_args, console, out_dir, progress, write_json
+from grpojax.cli._types import SEED, Int, Real, out_path
 
 EXAMPLE = """Example:
   grpojax simulate --eta 0.05 --mu 0.5 --k-ref 4 --curvature 1.2 --group-size 8 --paths 2000 --out out/simulate
@@ -33,16 +34,19 @@ def register(sub) -> None:
     )
     add_oscillator_args(p, group_size_help="group size G (noise variance D/G; default 8)",
                         instant_help="instant stiffness K_0, default 0")
-    p.add_argument("--p0", type=float, default=0.2, help="initial reward, at rest (default 0.2)")
-    p.add_argument("--p-star", type=float, default=0.8, help="plateau p* (default 0.8)")
-    p.add_argument("--paths", type=int, default=1000, help="number of paths (default 1000)")
-    p.add_argument("--steps", type=float, default=0, help="horizon in optimizer steps (default: 8 time constants)")
-    p.add_argument("--dt", type=float, default=0.5, help="solver step in optimizer steps (default 0.5)")
+    p.add_argument("--p0", type=Real(what="initial reward"), default=0.2, help="initial reward, at rest (default 0.2)")
+    p.add_argument("--p-star", type=Real(what="the plateau"), default=0.8, help="plateau p* (default 0.8)")
+    p.add_argument("--paths", type=Int(1, MAX_PATHS, what="paths in the ensemble"), default=1000,
+                   help=f"number of paths, at most {MAX_PATHS:,} (default 1000)")
+    p.add_argument("--steps", type=Real(0, what="0: eight time constants"), default=0,
+                   help="horizon in optimizer steps, at least --dt (default 0: 8 time constants)")
+    p.add_argument("--dt", type=Real(0, lo_open=True, what="optimizer steps"), default=0.5,
+                   help="solver step in optimizer steps, at most the horizon (default 0.5)")
     p.add_argument("--solver", choices=("euler", "heun", "sra1", "shark"), default="shark",
                    help="diffrax solver (default shark: strong order 1.5 for additive noise)")
-    p.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
+    p.add_argument("--seed", type=SEED, default=0, help="PRNG seed in [0, 2^32) (default 0)")
     p.add_argument("--x64", action="store_true", help="simulate in float64 (default float32)")
-    p.add_argument("--out", default="out/simulate", help="output folder (default out/simulate)")
+    p.add_argument("--out", type=out_path, default="out/simulate", help="output folder (default out/simulate)")
     p.set_defaults(func=run)
 
 
@@ -79,6 +83,10 @@ def run(args) -> int:
     params = dyn.from_hyperparams(args.eta, args.mu, args.k_ref, args.curvature, lag=args.lag,
                                   k_instant=args.k_instant, noise=args.noise, p_star=args.p_star)
     horizon = args.steps if args.steps > 0 else _horizon(params)
+    if horizon < args.dt:
+        which = "--steps" if args.steps > 0 else "the default horizon"
+        raise CLIError(f"--dt {args.dt:g} is longer than {which} ({horizon:g} optimizer steps): the simulation "
+                       "would have a single time point; use a smaller --dt or a longer --steps")
     n_steps = horizon / args.dt
     if n_steps > MAX_SOLVER_STEPS:
         raise CLIError(f"--dt {args.dt} over a horizon of {horizon:g} steps needs {n_steps:.3g} solver steps, above the "

@@ -8,6 +8,7 @@ import numpy as np
 
 from grpojax._io import save_figure
 from grpojax.cli._common import CLIError, console, out_dir, write_json
+from grpojax.cli._types import SEED, Int, out_path
 
 _PRESET_LIST = "{presets}"
 
@@ -40,11 +41,11 @@ def register(subparsers) -> None:
     )
     p.add_argument("--preset", default="transition", metavar="NAME",
                    help="which grid, one of the presets above (default transition)")
-    p.add_argument("--size", type=int, default=6, help="points along the η axis (default 6)")
-    p.add_argument("--steps", type=int, default=None, help="GRPO steps per configuration (preset default)")
-    p.add_argument("--seed", type=int, default=0, help="PRNG seed")
-    p.add_argument("--chunk-size", type=int, default=8192, help="configurations per compiled call")
-    p.add_argument("--out", default="out/sweep", help="output folder (default out/sweep)")
+    p.add_argument("--size", type=Int(2, 4096, what="points along the η axis"), default=6, help="points along the η axis (default 6)")
+    p.add_argument("--steps", type=Int(8, 10**6, what="GRPO steps per configuration"), default=None, help="GRPO steps per configuration (preset default)")
+    p.add_argument("--seed", type=SEED, default=0, help="PRNG seed in [0, 2^32)")
+    p.add_argument("--chunk-size", type=Int(1, 2**24, what="configurations per compiled call"), default=8192, help="configurations per compiled call")
+    p.add_argument("--out", type=out_path, default="out/sweep", help="output folder (default out/sweep)")
     p.add_argument("--distributed", choices=("auto", "on", "off"), default="auto",
                    help="several processes: auto (when GRPOJAX_NUM_PROCESSES etc. are set, as by `grpojax "
                         "launch`), on (also detect a TPU pod slice, SLURM or Open MPI job), off (default auto)")

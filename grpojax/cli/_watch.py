@@ -8,6 +8,7 @@ import time
 
 from grpojax.cli._common import (CLIError, add_bounds_arg, add_log_read_args, check_bounds_arg, console, explain_runs,
                                  log_read_kwargs, write_json)
+from grpojax.cli._types import Int, Real, in_path, out_path
 
 EXAMPLE = """Example:
   grpojax watch runs/tiny/metrics.jsonl --every 20 --idle-timeout 120 --json out/watch.json
@@ -28,16 +29,16 @@ def register(sub) -> None:
         "the detectors' findings as they appear and the best checkpoint so far.\n\n" + EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("log", help="log file or folder (TRL, verl, OpenRLHF, TensorBoard, W&B CSV, JSONL)")
-    p.add_argument("--every", type=int, default=10, help="refresh the forecast after this many new points (default 10)")
-    p.add_argument("--idle-timeout", type=float, default=300.0,
+    p.add_argument("log", type=in_path, help="log file or folder (TRL, verl, OpenRLHF, TensorBoard, W&B CSV, JSONL)")
+    p.add_argument("--every", type=Int(1, what="new points between refreshes"), default=10, help="refresh the forecast after this many new points (default 10)")
+    p.add_argument("--idle-timeout", type=Real(0, 1e9, lo_open=True, what="seconds", float32=False), default=300.0,
                    help="stop when the log has not grown for this many seconds (default 300)")
-    p.add_argument("--poll", type=float, default=1.0, help="seconds between checks of the log (default 1)")
-    p.add_argument("--json", default=None, help="write the latest report to this JSON file after each refresh")
+    p.add_argument("--poll", type=Real(0, 86400, lo_open=True, what="seconds", float32=False), default=1.0, help="seconds between checks of the log (default 1)")
+    p.add_argument("--json", type=out_path, default=None, help="write the latest report to this JSON file after each refresh")
     p.add_argument("--metric", default="reward_mean", help="column to forecast (default reward_mean)")
-    p.add_argument("--method", default="creep", choices=("creep", "persistence", "exponential", "sigmoid"),
-                   help="forecasting method (default creep)")
-    p.add_argument("--end-step", type=float, default=None,
+    p.add_argument("--method", default="combined", choices=("combined", "creep", "persistence", "exponential", "sigmoid"),
+                   help="forecasting method (default combined: the calibrated average of the four others)")
+    p.add_argument("--end-step", type=Real(0, lo_open=True, what="a step"), default=None,
                    help="planned last step (default: the log's max_steps, else twice the last step)")
     add_bounds_arg(p, effect="the forecast and its interval are clipped to it")
     p.add_argument("--run", default=None, help="run to follow in a log of several runs (default: the last)")
@@ -98,6 +99,9 @@ def run(args) -> int:
             raise CLIError(f"--{name.replace('_', '-')} must be a number > 0 (seconds), got {v}")
     if args.end_step is not None and not (math.isfinite(args.end_step) and args.end_step > 0):
         raise CLIError(f"--end-step must be a number > 0, got {args.end_step}")
+    from grpojax.cli._runs import check_format_arg  # noqa: PLC0415
+
+    check_format_arg(args.format)
     log_signature(args.log)  # FileNotFoundError -> one line
     config = MonitorConfig(metric=args.metric, every=args.every, method=args.method, end_step=args.end_step,
                            bounds=check_bounds_arg(args))

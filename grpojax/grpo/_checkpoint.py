@@ -13,6 +13,12 @@ restored arrays do not match their CRC-32 is *corrupt*. :meth:`CheckpointStore.r
 the newest checkpoint that passes and moves the corrupt newer ones aside (to ``<folder>-corrupt/``),
 reporting each with its reason.
 
+A save the environment refuses (a full disk, a read-only folder, any orbax error while writing) raises
+:class:`grpojax.StorageError` with one line naming the folder and the reason: what the failed save
+left behind is removed, a checkpoint of the same step that it was replacing is put back, and older
+checkpoints are untouched, so the last good checkpoint stays restorable. Orbax's own error log of the
+failure (a multi-line traceback from its writer threads) is held back; the error carries its first line.
+
 Retention is done here, not by orbax: the newest ``keep`` checkpoints are kept, and the newest
 checkpoint that is not a "last good state" of a non-finite stop is never evicted.
 
@@ -24,8 +30,11 @@ reads what another wrote. A checkpoint holds global arrays, so a run saved by N 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
+import logging
 import pathlib
 import shutil
 import zlib
@@ -35,7 +44,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from grpojax._errors import DataError, InvalidValueError
+from grpojax._errors import DataError, InvalidValueError, StorageError
 from grpojax._distributed import barrier, is_primary, to_host
 from grpojax._io import write_json
 
@@ -47,6 +56,42 @@ _NONFINITE = "nonfinite"
 
 class CheckpointError(DataError):
     """No checkpoint of a run can be restored (all corrupt), or one does not match the run's state."""
+
+
+def _write_failure(exc: BaseException) -> str:
+    """A short reason for a failed checkpoint write: a full disk, a read-only folder, or orbax's first line."""
+    texts = []
+    e: BaseException | None = exc
+    while e is not None and len(texts) < 8:  # the cause chain: orbax wraps the OSError of its writer
+        texts.append(str(e))
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return "no space left on the device"
+        if isinstance(e, OSError) and e.errno == errno.EROFS:
+            return "read-only file system"
+        if isinstance(e, PermissionError):
+            return "permission denied"
+        e = e.__cause__ or e.__context__
+    text = "\n".join(texts)
+    if "RESOURCE_EXHAUSTED" in text or "No space left" in text or "Disk quota" in text:
+        return "no space left on the device"
+    if "Read-only file system" in text:
+        return "read-only file system"
+    if "Permission denied" in text or "PERMISSION_DENIED" in text:
+        return "permission denied"
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    return f"{type(exc).__name__}: {first[:200]}"
+
+
+@contextlib.contextmanager
+def _quiet_orbax():
+    """Hold back orbax's error log (absl logger) while a save runs; the exception carries what matters."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 class SkippedCheckpoint(NamedTuple):
@@ -110,31 +155,61 @@ class CheckpointStore:
         (replacing an existing checkpoint of that step), write its checksums, then drop old ones."""
         leaves = jax.tree.leaves(state)
         meta = dict(meta or {}, step=int(step))
-        if int(step) in self.all_steps():
-            self._mgr.delete(int(step))
-        self._mgr.save(
-            int(step),
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave({"leaves": leaves}),
-                meta=ocp.args.JsonSave(meta),
-            ),
-            force=force,
-        )
-        self._mgr.wait_until_finished()
         folder = self.path(step)
         arrays = [_array_crc(x) for x in leaves]  # every process: gathering a sharded array is collective
-        barrier(f"grpojax-checkpoint-{step}-written")
-        if is_primary():
-            files = {
-                str(f.relative_to(folder)): {"size": f.stat().st_size, "sha256": _file_sha256(f)}
-                for f in sorted(folder.rglob("*"))
-                if f.is_file() and f.name != CHECKSUM_FILE
-            }
-            write_json(folder, CHECKSUM_FILE, {"version": 1, "step": int(step), "meta": meta,
-                                               "arrays": arrays, "files": files})
-        barrier(f"grpojax-checkpoint-{step}-checksummed")
+        previous = None
+        if int(step) in self.all_steps():  # replaced: set aside until the new one is written
+            previous = self.directory.with_name(f".{self.directory.name}-{int(step)}-replaced")
+            if is_primary():
+                shutil.rmtree(previous, ignore_errors=True)
+                shutil.move(str(folder), str(previous))
+            barrier(f"grpojax-checkpoint-{step}-set-aside")
+            self._mgr.reload()
+        try:
+            with _quiet_orbax():
+                self._mgr.save(
+                    int(step),
+                    args=ocp.args.Composite(
+                        state=ocp.args.StandardSave({"leaves": leaves}),
+                        meta=ocp.args.JsonSave(meta),
+                    ),
+                    force=force,
+                )
+                self._mgr.wait_until_finished()
+            barrier(f"grpojax-checkpoint-{step}-written")
+            if is_primary():
+                files = {
+                    str(f.relative_to(folder)): {"size": f.stat().st_size, "sha256": _file_sha256(f)}
+                    for f in sorted(folder.rglob("*"))
+                    if f.is_file() and f.name != CHECKSUM_FILE
+                }
+                write_json(folder, CHECKSUM_FILE, {"version": 1, "step": int(step), "meta": meta,
+                                                   "arrays": arrays, "files": files})
+            barrier(f"grpojax-checkpoint-{step}-checksummed")
+        except Exception as exc:  # noqa: BLE001 - any failure to write is reported as one line naming the folder
+            self._discard_failed_save(int(step), previous)
+            good = [s for s in self.all_steps() if s != int(step) or previous is not None]
+            last = f"the last good checkpoint is step {max(good)}" if good else "no earlier checkpoint exists"
+            raise StorageError(f"could not write checkpoint {int(step)} in {self.directory}: {_write_failure(exc)}; "
+                               f"{last}") from exc
+        if previous is not None and is_primary():
+            shutil.rmtree(previous, ignore_errors=True)
         self._prune()
         return folder
+
+    def _discard_failed_save(self, step: int, previous: pathlib.Path | None) -> None:
+        """Remove what a failed save of ``step`` left (its folder, orbax's temporary folders); put back
+        the checkpoint it was replacing."""
+        with _quiet_orbax(), contextlib.suppress(Exception):
+            self._mgr.wait_until_finished()
+        if is_primary():
+            for leftover in [self.path(step), *self.directory.glob(f"{step}.orbax-checkpoint-tmp*")]:
+                shutil.rmtree(leftover, ignore_errors=True)
+            if previous is not None and previous.exists():
+                shutil.move(str(previous), str(self.path(step)))
+        with contextlib.suppress(Exception):
+            barrier(f"grpojax-checkpoint-{step}-discarded")
+        self._mgr.reload()
 
     def _record(self, step: int) -> dict | None:
         try:

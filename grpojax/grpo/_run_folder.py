@@ -94,6 +94,37 @@ def config_diff(old: dict, new: dict) -> dict[str, tuple[Any, Any]]:
     return diff
 
 
+FIXED_ON_RESUME = ("model.*", "tokenizer.*", "grpo.prompts_per_step", "grpo.group_size", "data.max_prompt_len",
+                   "sampling.max_new_tokens", "optim.name")
+"""Settings a resumed run cannot change: they set the shapes of the state in its checkpoints (the model's
+parameters, the optimiser's moments, the rollout buffers). Besides these, whether gradient clipping
+(``optim.grad_clip`` > 0), SGD's momentum and weight decay, and the frozen reference (``grpo.beta`` > 0 or
+``grpo.log_kl``) are used at all cannot change either; their values can."""
+
+
+def _on(x: Any) -> bool:
+    return bool(x) and x != 0
+
+
+def fixed_changes(old: dict, new: dict) -> list[str]:
+    """The keys of :func:`config_diff` that a resume cannot apply (:data:`FIXED_ON_RESUME`), with why."""
+    a, b = _flatten(old), _flatten(new)
+    bad = []
+    for k in config_diff(old, new):
+        if any(k == p or (p.endswith(".*") and k.startswith(p[:-1])) for p in FIXED_ON_RESUME):
+            bad.append(k)
+    # settings whose use (not value) shapes the optimiser state or the reference parameters
+    switches = {"optim.grad_clip": lambda c: _on(c.get("optim.grad_clip")),
+                "grpo.beta / grpo.log_kl": lambda c: _on(c.get("grpo.beta")) or bool(c.get("grpo.log_kl"))}
+    if a.get("optim.name") == b.get("optim.name") == "sgd":
+        switches["optim.momentum"] = lambda c: _on(c.get("optim.momentum"))
+        switches["optim.weight_decay"] = lambda c: _on(c.get("optim.weight_decay"))
+    for name, used in switches.items():
+        if used(a) != used(b):
+            bad.append(f"{name} ({'on -> off' if used(a) else 'off -> on'})")
+    return bad
+
+
 def _describe(diff: dict, limit: int = 6) -> str:
     items = [f"{k}: {o!r} -> {n!r}" for k, (o, n) in diff.items()]
     more = f", and {len(items) - limit} more" if len(items) > limit else ""
@@ -128,10 +159,12 @@ def plan_run(folder: str | os.PathLike, config: dict, *, resume: bool = True, ov
       config: the new run's full config.
       resume: continue a run found in the folder (when ``False`` such a run is refused).
       overwrite: replace a run found in the folder (its own files are deleted by :func:`clear_run`).
-      allow_config_change: resume even when the folder's run has a different config.
+      allow_config_change: resume even when the folder's run has a different config, as long as no
+        setting of :data:`FIXED_ON_RESUME` changes.
 
     Raises:
-      RunFolderError: the folder is not a folder or holds a run that may not be resumed as asked.
+      RunFolderError: the folder is not a folder or holds a run that may not be resumed as asked (a
+        changed setting that a resume cannot apply is named).
     """
     folder = check_run_folder(folder)
     if not folder.is_dir():
@@ -156,6 +189,11 @@ def plan_run(folder: str | os.PathLike, config: dict, *, resume: bool = True, ov
         raise RunFolderError(f"{folder} holds a run with a different config ({_describe(diff)}); pass "
                              "--allow-config-change to resume it with the new values, --overwrite to start over, "
                              "or choose another --out")
+    fixed = fixed_changes(stored, config) if diff else []
+    if fixed:
+        raise RunFolderError(f"{folder}: {', '.join(fixed)} cannot change on resume (they set the shapes of the "
+                             "checkpointed model, optimiser state or rollout buffers; fixed on resume: "
+                             f"{', '.join(FIXED_ON_RESUME)}); pass --overwrite to start over or choose another --out")
     if not resume:
         raise RunFolderError(f"{folder} holds a run ({', '.join(markers)}); pass --resume to continue it or "
                              "--overwrite to start over")
