@@ -276,6 +276,12 @@ def test_averaged_and_plural_names_meet_the_alias_table(tmp_path):
                              "kl_avg": [0.01] * len(STEPS)}))
     run = read_log(p)
     assert run.report.mapped == {"reward_mean": "rewards_avg", "eval_reward": "val_accuracies_avg", "kl": "kl_avg"}
+    q = tmp_path / "log.json"
+    q.write_text(json.dumps({"it": STEPS, "train_grad_norm": [1.0] * len(STEPS), "rollout_rewards_mean": [0.5] * len(STEPS),
+                             "train_loss": [0.1] * len(STEPS)}))
+    run = read_log(q)
+    assert run.report.mapped == {"reward_mean": "rollout_rewards_mean", "grad_norm": "train_grad_norm"}
+    assert "train_loss" in run.columns
 
 
 def test_no_step_column_numbers_the_rows(tmp_path):

@@ -190,10 +190,14 @@ _SUFFIX = re.compile(r"(?:_avg|_mean|_average|_avg_mean)$")
 _PLURAL = {"accuracies": "accuracy", "scores": "score", "entropies": "entropy", "lengths": "length", "norms": "norm"}
 
 
+_PREFIX = re.compile(r"^(?:train|training|rollout|batch)_(?=.)")
+
+
 def name_stem(name: str) -> str:
-    """:func:`name_key` without an averaging suffix and with plural words singular
-    (``val_accuracies_avg`` -> ``val_accuracy``, ``kl_avg`` -> ``kl``): the last, loosest match."""
-    k = _SUFFIX.sub("", name_key(name))
+    """:func:`name_key` without an averaging suffix or a ``train_``/``rollout_``/``batch_`` prefix and
+    with plural words singular (``val_accuracies_avg`` -> ``val_accuracy``, ``train_kl`` -> ``kl``): the
+    last, loosest match."""
+    k = _PREFIX.sub("", _SUFFIX.sub("", name_key(name)))
     return "_".join(_PLURAL.get(w, w) for w in k.split("_"))
 
 
