@@ -82,16 +82,33 @@ def _write_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first[:200]}"
 
 
+_ORBAX_LOGGERS = ("absl", "asyncio", "concurrent.futures")
+
+
 @contextlib.contextmanager
 def _quiet_orbax():
-    """Hold back orbax's error log (absl logger) while a save runs; the exception carries what matters."""
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
+    """Hold back orbax's error log while a save runs (its absl logger, and the asyncio / futures loggers of
+    its writer tasks); the exception carries what matters."""
+    loggers = [logging.getLogger(n) for n in _ORBAX_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
-        logger.setLevel(level)
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _silence_abandoned_writers() -> None:
+    """After a failed save, orbax's writer tasks may still fail later ("Task exception was never retrieved",
+    "Event loop is closed") and log a traceback each; the run is ending with one line that says why, so
+    those loggers stay quiet from here on."""
+    import gc  # noqa: PLC0415
+
+    for name in _ORBAX_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    gc.collect()  # report (silently) the tasks already abandoned
 
 
 class SkippedCheckpoint(NamedTuple):
@@ -187,6 +204,7 @@ class CheckpointStore:
                                                    "arrays": arrays, "files": files})
             barrier(f"grpojax-checkpoint-{step}-checksummed")
         except Exception as exc:  # noqa: BLE001 - any failure to write is reported as one line naming the folder
+            _silence_abandoned_writers()
             self._discard_failed_save(int(step), previous)
             good = [s for s in self.all_steps() if s != int(step) or previous is not None]
             last = f"the last good checkpoint is step {max(good)}" if good else "no earlier checkpoint exists"
