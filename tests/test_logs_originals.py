@@ -87,6 +87,19 @@ def test_original_reads_without_flags_and_matches_the_conversion(real_runs, run_
     assert compared > 0
 
 
+_LOGS = _REPO.parent / "shared" / "real-logs"
+_LOG_FILES = sorted(p.name for p in _LOGS.iterdir() if p.suffix != ".md") if _LOGS.is_dir() else ["(absent)"]
+
+
+@pytest.mark.parametrize("name", _LOG_FILES)
+def test_real_log_reads_without_flags(real_logs, name):
+    """The four real logs (values checked one by one in test_logs_real.py) read without flags into one run."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LogWarning)
+        [run] = read_logs(real_logs / name)
+    assert run.count("reward_mean") >= 50 and run.report.mapped["reward_mean"]
+
+
 def test_read_log_takes_the_last_of_a_restarted_file(real_runs):
     """The appended attempt of the CSV run: read_log returns the complete last run, as the conversion did."""
     p = real_runs / "incident-ops-grpo-csv" / "reward_log.csv"
