@@ -153,6 +153,61 @@ def _warn_outside_bounds(r, bounds) -> None:
                           markup=False, highlight=False, soft_wrap=True)
 
 
+def _workers(n_runs: int) -> int:
+    """Worker processes for a log of several runs: the cores this process may use, at most one per run."""
+    import os  # noqa: PLC0415
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, n_runs))
+
+
+_POOL_STATE: dict = {}
+
+
+def _one_run(i: int):
+    """Diagnose run ``i`` of the pool's runs (the report lines, its report dict; the dashboard and the
+    per-run diagnosis.json written): what the sequential loop does, without --bayes / --forecast."""
+    from grpojax.diagnose import diagnose  # noqa: PLC0415
+
+    st = _POOL_STATE
+    r, folder, out, cfg, args, width = st["runs"][i], st["folders"][i], st["out"], st["cfg"], st["args"], st["width"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = diagnose(r, config=cfg, validity=not args.no_validity)
+        lines = report_lines(d, width)
+        rep = {"source": r.source, "format": r.format, **d.to_dict()}
+        if not args.no_plot:
+            import matplotlib  # noqa: PLC0415
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt  # noqa: PLC0415
+
+            from grpojax.plot import diagnosis_dashboard  # noqa: PLC0415
+
+            fig = diagnosis_dashboard(r, d, folder / "dashboard.png")
+            plt.close(fig)
+            rep["dashboard"] = (folder / "dashboard.png").relative_to(out).as_posix()
+    if folder != out:
+        write_json(folder, "diagnosis.json", {"log": str(args.log), "config": cfg.to_dict(), "runs": [rep]})
+    return lines, rep
+
+
+def _in_pool(runs, folders, out, cfg, args, width):
+    """``_one_run`` over every run in worker processes forked from this one (the runs are not pickled)."""
+    import multiprocessing  # noqa: PLC0415
+    from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+
+    _POOL_STATE.update(runs=runs, folders=folders, out=out, cfg=cfg, args=args, width=width)
+    try:
+        with ProcessPoolExecutor(_workers(len(runs)), mp_context=multiprocessing.get_context("fork")) as ex:
+            yield from ex.map(_one_run, range(len(runs)))
+    finally:
+        _POOL_STATE.clear()
+
+
 def run(args) -> int:
     from grpojax.diagnose import diagnose  # noqa: PLC0415
 
@@ -171,7 +226,16 @@ def run(args) -> int:
     out = out_dir(args.out)
     folders = run_folders(out, runs)
     reports = []
-    for r, folder in zip(runs, folders):
+    width = min(WIDTH, console.width or WIDTH)
+    todo = list(zip(runs, folders))
+    if len(runs) > 1 and args.bayes is None and args.forecast is None and _workers(len(runs)) > 1:
+        # several runs, nothing that needs JAX: one worker process per core, reports printed in order
+        for lines, rep in _in_pool(runs, folders, out, cfg, args, width):
+            for line, style in lines:
+                console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
+            reports.append(rep)
+        todo = []
+    for r, folder in todo:
         fit = _bayes_fit(r, args) if args.bayes else None
         d = diagnose(r, config=cfg, validity=not args.no_validity, fit=fit)
         for line, style in report_lines(d, min(WIDTH, console.width or WIDTH)):
