@@ -10,6 +10,7 @@ import warnings
 from grpojax._io import save_figure
 from grpojax.cli._common import (CLIError, add_bounds_arg, add_log_read_args, check_bounds_arg, console, log_read_kwargs,
                                  out_dir, write_json)
+from grpojax.cli._fit_pool import add_pool_args, run_pooled
 from grpojax.cli._runs import read_runs, run_folders, slug
 from grpojax.cli._types import SEED, Int, Real, in_path, out_path
 
@@ -29,18 +30,24 @@ by --forecast-method (default creep: a fast rise plus a slow power-law creep, th
 with different stiffness), with its 90% predictive interval, set beside what the run then reached. Writes DIR/fit.json and DIR/fit_<run>.png. A log
 holding several runs (a TensorBoard folder of runs, a W&B export of several runs, a file whose step
 counter restarts) is fitted run by run: DIR/<run>/fit.json and its PNG for each, and DIR/fit.json
-with all of them; --run NAME picks one.
+with all of them; --run NAME picks one. With --pool, every run of the logs given (several logs, a
+sweep folder, a multi-run TensorBoard folder) is fitted together: one hierarchical posterior that pools
+plateau, rate and noise across the runs, with the log learning rate, group size and epochs per rollout
+as covariates where the runs' meta carry them; with --prefix, each run is then forecast from its prefix
+plus its siblings' curves, beside the single-run forecast.
 
 Example:
   grpojax fit outputs/checkpoint-500/trainer_state.json --prefix 0.5 --out out/fit
   grpojax fit run.log --bayes state_space --smooth 10 --out out/fit
+  grpojax fit sweep/run1.jsonl sweep/run2.jsonl sweep/run3.jsonl --pool --prefix 0.25 --out out/pool
 """
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("fit", help="fit reward-curve laws / posteriors to a training log",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("log", type=in_path, help="log file or folder (any format grpojax.logs reads)")
+    p.add_argument("log", type=in_path, nargs="+",
+                   help="log file or folder (any format grpojax.logs reads); several only with --pool")
     p.add_argument("--out", type=out_path, default="out/fit", help="output folder (default: out/fit)")
     p.add_argument("--law", default="all", choices=("all", "exponential", "three_phase", "sigmoid"),
                    help="law to fit (default: all)")
@@ -71,6 +78,7 @@ def register(subparsers) -> None:
     add_bounds_arg(p, effect="a fitted plateau outside it is reported as law_cannot_describe, and the window "
                              "forecast is clipped to it")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
+    add_pool_args(p)
     p.set_defaults(func=run)
 
 
@@ -122,6 +130,9 @@ def run(args) -> int:
     if args.smooth is not None and args.smooth < 1:
         raise CLIError(f"--smooth must be a positive integer, got {args.smooth}")
     args.bounds = check_bounds_arg(args)
+    if args.pool or len(args.log) > 1:
+        return run_pooled(args)
+    args.log = args.log[0]
     for name in ("chains", "draws", "warmup"):
         if getattr(args, name) < 1:
             raise CLIError(f"--{name} must be >= 1, got {getattr(args, name)}")

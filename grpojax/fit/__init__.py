@@ -68,3 +68,6 @@ from grpojax.fit._window_forecast import (  # noqa: E402
 __all__ += ["MIN_CREEP_POINTS", "CREEP_VARIANTS", "CreepPosterior", "creep_curve", "fit_creep", "fit_creep_batched",
             "logistic_curve", "WINDOW_METHODS",
             "WINDOW_STATUSES", "WindowForecast", "forecast_window", "forecast_windows"]
+from grpojax.fit._pooled import POOLED_LAWS, PooledPosterior, fit_pooled, forecast_pooled, run_covariates  # noqa: E402
+
+__all__ += ["POOLED_LAWS", "PooledPosterior", "fit_pooled", "forecast_pooled", "run_covariates"]
