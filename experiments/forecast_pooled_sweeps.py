@@ -105,14 +105,41 @@ def run(corpus: pathlib.Path, out: pathlib.Path, quick: bool) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     start, load_at_start = time.perf_counter(), load_average()
     plan = []
+    covs = {}
     for (repo, metric), series in sweeps.items():
-        cov = run_covariates([x["log"] for x in series])
-        pools[f"{repo}|{metric}"] = {"runs": [x["run"] for x in series], "covariates": sorted(cov),
+        covs[(repo, metric)] = run_covariates([x["log"] for x in series])
+        pools[f"{repo}|{metric}"] = {"runs": [x["run"] for x in series], "covariates": sorted(covs[(repo, metric)]),
                                      "groups": sorted({x["group"] for x in series})}
-        for f in prefixes:
+    for f in prefixes:  # every sweep at the first prefix, then at the next
+        for (repo, metric), series in sweeps.items():
             for i, x in enumerate(series):
                 kind = "main" if x["steps"].size >= frr.MIN_SERIES else "short"
-                plan.append((repo, metric, f, i, kind, cov))
+                plan.append((repo, metric, f, i, kind, covs[(repo, metric)]))
+    cache: dict = {}
+
+    def baselines(repo, metric, f, i):
+        """The single-run forecaster and persistence for series i (the main series of a sweep in one batch)."""
+        series = sweeps[(repo, metric)]
+        main = [k for k, v in enumerate(series) if v["steps"].size >= frr.MIN_SERIES]
+        if i not in main:
+            c = [(series[i]["steps"], series[i]["values"])]
+            return tuple(forecast_windows(c, prefix=f, window=frr.WINDOW, level=frr.LEVEL, method=m,
+                                          key=jax.random.PRNGKey(int(1000 * f) + i))[0] for m in ("creep", "persistence"))
+        if (repo, metric, f) not in cache:
+            c = [(series[k]["steps"], series[k]["values"]) for k in main]
+            fcs = [forecast_windows(c, prefix=f, window=frr.WINDOW, level=frr.LEVEL, method=m,
+                                    key=jax.random.PRNGKey(int(1000 * f))) for m in ("creep", "persistence")]
+            cache[(repo, metric, f)] = {k: (a, b) for k, a, b in zip(main, *fcs)}
+        return cache[(repo, metric, f)][i]
+
+    def result(done):
+        return {"name": NAME, "quick": quick, "law": LAW, "nuts": nuts, "window": frr.WINDOW, "level": frr.LEVEL,
+                "min_series": frr.MIN_SERIES, "max_sibling_points": MAX_SIBLING_POINTS, "pools": pools,
+                "runtime_s": time.perf_counter() - start, "load_at_start": load_at_start, "load_at_end": load_average(),
+                "summary": summarise(rows, prefixes), "rows": rows, "skipped": skipped,
+                "partial": None if done is None else f"{done} of {len(plan)} forecasts",
+                "command": "python experiments/forecast_pooled_sweeps.py" + (" --quick" if quick else "")}
+
     with progress() as bar:
         task = bar.add_task("leave-one-run-out pooled forecasts", total=len(plan))
         for repo, metric, f, i, kind, cov in plan:
@@ -125,10 +152,7 @@ def run(corpus: pathlib.Path, out: pathlib.Path, quick: bool) -> dict:
                                          names=[v["run"] for v in series], covariates=cov,
                                          groups=[v["group"] for v in series], law=LAW, key=key,
                                          max_sibling_points=MAX_SIBLING_POINTS, **nuts)[0]
-                single = forecast_windows([curves[i]], prefix=f, window=frr.WINDOW, level=frr.LEVEL, method="creep",
-                                          key=key)[0]
-                pers = forecast_windows([curves[i]], prefix=f, window=frr.WINDOW, level=frr.LEVEL,
-                                        method="persistence")[0]
+                single, pers = baselines(repo, metric, f, i)
             except ValueError as e:
                 skipped.append({"run": x["run"], "metric": metric, "prefix": f, "why": str(e)})
                 bar.advance(task)
@@ -138,14 +162,9 @@ def run(corpus: pathlib.Path, out: pathlib.Path, quick: bool) -> dict:
                 r.update({"repo": repo, "metric": metric})
                 rows.append(r)
             bar.advance(task)
-            # the rows so far, after every forecast: an interrupted run keeps what it measured
-            write_json(out, f"{NAME}.partial.json", {"rows": rows, "skipped": skipped, "done": len(rows) // 3,
-                                                     "planned": len(plan)})
-    runtime = time.perf_counter() - start
-    result = {"name": NAME, "quick": quick, "law": LAW, "nuts": nuts, "window": frr.WINDOW, "level": frr.LEVEL,
-              "min_series": frr.MIN_SERIES, "max_sibling_points": MAX_SIBLING_POINTS, "pools": pools, "runtime_s": runtime, "load_at_start": load_at_start,
-              "load_at_end": load_average(), "summary": summarise(rows, prefixes), "rows": rows, "skipped": skipped,
-              "command": "python experiments/forecast_pooled_sweeps.py" + (" --quick" if quick else "")}
+            # everything so far, after every forecast: an interrupted run keeps what it measured
+            write_json(out, f"{NAME}.partial.json", result(len(rows) // len(METHODS) + len(skipped)))
+    result = result(None)
     write_json(out, f"{NAME}.json", result)
     (out / f"{NAME}.partial.json").unlink(missing_ok=True)
     write_text_atomic(out / f"{NAME}.md", markdown(result, prefixes))
@@ -188,7 +207,7 @@ def summarise(rows, prefixes) -> dict:
 def markdown(res, prefixes) -> str:
     t = res["summary"]
     nuts = res["nuts"]
-    lines = [f"# Pooled forecasts of a sweep's runs, leave one run out", "",
+    lines = ["# Pooled forecasts of a sweep's runs, leave one run out", "",
              f"Target: the mean over the last {int(res['window'] * 100)}% of a run's steps, forecast from its first "
              f"25% / 50% with a {int(res['level'] * 100)}% interval (the targets and σ of forecast_real_runs). "
              "`pooled`: the run's prefix plus its siblings' full series of the same metric, hierarchical posterior "
@@ -198,11 +217,14 @@ def markdown(res, prefixes) -> str:
              "error over the series' standard deviation, averaged over runs; `width/σ`: median interval width. "
              f"Runtime {res['runtime_s']:.0f} s ({res['load_at_start']} at the start, {res['load_at_end']} at the "
              "end; other work shared the machine when the load is above 2).", "",
-             "Command: `" + res["command"] + "`", "",
+             "Command: `" + res["command"] + "`", ""]
+    if res.get("partial"):
+        lines += [f"**Interrupted: {res['partial']} done**; the tables hold those only.", ""]
+    lines += [
              "## Per sweep and metric", "",
              "| sweep | metric | series | prefix | method | MAE/σ | coverage | width/σ | pooled vs creep (MAE/σ) |",
              "|---|---|---|---|---|---|---|---|---|"]
-    keys = sorted({tuple(k.split("|")[:3]) for k in t if not k.startswith(("group:", "all|"))})
+    keys = sorted({tuple(k.split("|")[:3]) for k in t if not k.startswith(("group:", "all|")) and k.split("|")[1] != "all"})
     for repo, metric, kind in keys:
         for f in prefixes:
             c = t.get(f"{repo}|{metric}|{kind}|{f}|creep")
@@ -288,8 +310,9 @@ def main(argv=None):
         from grpojax._io import write_text_atomic
 
         out = pathlib.Path(a.out)
-        res = json.loads((out / f"{NAME}.json").read_text())
-        prefixes = PREFIXES[:1] if res["quick"] else PREFIXES
+        path = out / f"{NAME}.json"
+        res = json.loads((path if path.is_file() else out / f"{NAME}.partial.json").read_text())
+        prefixes = sorted({r["prefix"] for r in res["rows"]})
         res["summary"] = summarise(res["rows"], prefixes)
         write_text_atomic(out / f"{NAME}.md", markdown(res, prefixes))
         figure(res["rows"], prefixes, out)
