@@ -60,3 +60,44 @@ def test_user_errors_are_one_line(case, tmp_path, capsys):
     assert len(err.splitlines()) == 1, err
     assert err.startswith("grpojax") and "error" in err and needle in err, err
     assert "Traceback" not in err
+
+
+TABLE_COMMANDS = {
+    "predict": lambda t: ["predict", "--eta", "0.01", "--mu", "0.9", "--k-ref", "4", "--curvature", "0.5",
+                          "--out", str(t / "p")],
+    "advise": lambda t: ["advise", "--eta", "0.01", "--mu", "0.9", "--k-ref", "4", "--group-size", "8",
+                         "--curvature", "0.5"],
+    "fit": lambda t: ["fit", LOG, "--no-plot", "--law", "exponential", "--out", str(t / "f")],
+    "diagnose": lambda t: ["diagnose", LOG, "--no-plot", "--no-validity", "--out", str(t / "d")],
+}
+
+
+@pytest.mark.parametrize("command", TABLE_COMMANDS)
+def test_tables_as_json_and_csv_on_stdout(command, tmp_path, capsys):
+    """--json / --csv put the table's rows on stdout (strict JSON: NaN is null) and the messages on stderr."""
+    import csv
+    import io
+    import json
+
+    assert main(TABLE_COMMANDS[command](tmp_path) + ["--json"]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(out)  # the whole of stdout is one JSON document
+    assert data["rows"] and all(isinstance(r, dict) for r in data["rows"])
+    assert "NaN" not in out and '"nan"' not in out
+    assert main(TABLE_COMMANDS[command](tmp_path) + ["--csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == len(data["rows"]) and set(rows[0]) >= set(data["rows"][0])
+
+
+def test_json_into_a_file_keeps_the_table(tmp_path, capsys):
+    assert main(TABLE_COMMANDS["fit"](tmp_path) + ["--json", str(tmp_path / "rows.json")]) == 0
+    out = capsys.readouterr().out
+    assert "law/model" in out and (tmp_path / "rows.json").is_file()
+
+
+def test_a_table_piped_to_a_file_is_not_cut_at_80_columns(tmp_path, capsys):
+    """stdout is not a terminal here: the fit table keeps every column whole (it is wider than 80)."""
+    assert main(["fit", LOG, "--no-plot", "--law", "exponential", "--out", str(tmp_path / "f")]) == 0
+    out = capsys.readouterr().out
+    assert "law/model" in out and "…" not in out
+    assert max(len(line) for line in out.splitlines()) > 80

@@ -9,7 +9,8 @@ from grpojax.cli import main
 
 
 def test_predict_writes_json_and_figure(tmp_path, capsys):
-    rc = main(["predict", "--eta", "0.01", "--mu", "0.9", "--k-ref", "4", "--curvature", "0.5", "--out", str(tmp_path)])
+    rc = main(["predict", "--eta", "0.01", "--mu", "0.9", "--k-ref", "4", "--curvature", "0.5", "--lag", "constant",
+               "--out", str(tmp_path)])
     assert rc == 0
     res = json.loads((tmp_path / "prediction.json").read_text())
     p = dyn.from_hyperparams(0.01, 0.9, 4, 0.5)
@@ -37,7 +38,7 @@ def test_predict_regime_is_one_answer_with_its_source(tmp_path):
     """The reported regime is the exact one; the closed form's is beside it; both agree away from the boundary."""
     for eta, expected in ((0.001, "overdamped"), (0.02, "underdamped"), (0.2, "unstable")):
         rc = main(["predict", "--eta", str(eta), "--mu", "0.9", "--k-ref", "4", "--curvature", "0.5",
-                   "--out", str(tmp_path)])
+                   "--lag", "constant", "--out", str(tmp_path)])
         assert rc == 0
         res = json.loads((tmp_path / "prediction.json").read_text())
         assert res["regime_source"] == "exact" and res["regime"] == res["exact"]["regime"] == expected
@@ -48,14 +49,14 @@ def test_predict_regime_is_one_answer_with_its_source(tmp_path):
 def test_predict_long_lags_use_the_bounded_exact_search_then_the_closed_form(tmp_path):
     # above the eigenvalue limit: exact thresholds still come from the O(d) search, no spectral radius
     rc = main(["predict", "--eta", "1e-4", "--mu", "0.9", "--k-ref", str(dyn.EXACT_RADIUS_MAX_LAG + 1),
-               "--curvature", "0.5", "--out", str(tmp_path)])
+               "--curvature", "0.5", "--lag", "constant", "--out", str(tmp_path)])
     assert rc == 0
     res = json.loads((tmp_path / "prediction.json").read_text())
     assert res["regime_source"] == "exact" and res["exact"]["spectral_radius_per_step"] is None
     assert res["exact"]["stable"] == (1e-4 < res["exact"]["critical_eta"])
     # above the search limit: the closed form answers and says why
     rc = main(["predict", "--eta", "1e-4", "--mu", "0.9", "--k-ref", "1000000000", "--curvature", "0.5",
-               "--out", str(tmp_path)])
+               "--lag", "constant", "--out", str(tmp_path)])
     assert rc == 0
     res = json.loads((tmp_path / "prediction.json").read_text())
     assert res["exact"] is None and res["regime_source"] == "closed_form"
@@ -76,3 +77,19 @@ def test_predict_refuses_meaningless_values(flag, value, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and flag in err and "Traceback" not in err
     assert not (tmp_path / "prediction.json").exists()
+
+
+def test_lag_has_one_meaning_and_default_for_every_command(tmp_path):
+    """--k-ref K is a periodic refresh by default everywhere: predict and advise give the same exact η*."""
+    from test_cli_fuzz import flags
+
+    defaults = {c: next(a for a in flags(c) if a.dest == "lag").default for c in ("predict", "simulate", "fit")}
+    assert set(defaults.values()) == {"periodic"}, defaults
+    assert main(["predict", "--eta", "0.01", "--mu", "0.9", "--k-ref", "4", "--curvature", "0.5",
+                 "--out", str(tmp_path / "p")]) == 0
+    assert main(["advise", "--eta", "0.01", "--mu", "0.9", "--k-ref", "4", "--group-size", "8", "--curvature", "0.5",
+                 "--json", str(tmp_path / "a.json")]) == 0
+    pred = json.loads((tmp_path / "p" / "prediction.json").read_text())
+    adv = json.loads((tmp_path / "a.json").read_text())
+    assert pred["inputs"]["lag"] == adv["lag"] == "periodic"
+    assert pred["exact"]["critical_eta"] == pytest.approx(adv["exact_critical_eta"], rel=1e-6)

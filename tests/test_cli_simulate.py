@@ -12,7 +12,7 @@ from grpojax.cli import main
 def test_simulate_writes_summary_and_figure(tmp_path):
     out = tmp_path / "sim"
     rc = main(["simulate", "--eta", "0.05", "--mu", "0.5", "--k-ref", "4", "--curvature", "1.2", "--group-size", "4",
-               "--paths", "400", "--steps", "60", "--dt", "0.5", "--x64", "--out", str(out)])
+               "--paths", "400", "--steps", "60", "--dt", "0.5", "--x64", "--lag", "constant", "--out", str(out)])
     assert rc == 0
     s = json.loads((out / "simulation.json").read_text())
     assert (out / "ensemble.png").stat().st_size > 10_000
@@ -25,7 +25,7 @@ def test_simulate_writes_summary_and_figure(tmp_path):
 def test_simulate_unstable_is_flagged(tmp_path):
     out = tmp_path / "u"
     rc = main(["simulate", "--eta", "0.05", "--mu", "0.5", "--k-ref", "4", "--curvature", "3.0", "--group-size", "4",
-               "--paths", "400", "--steps", "60", "--dt", "0.5", "--x64", "--out", str(out)])  # same shapes: no recompile
+               "--paths", "400", "--steps", "60", "--dt", "0.5", "--x64", "--lag", "constant", "--out", str(out)])  # same shapes: no recompile
     assert rc == 0
     s = json.loads((out / "simulation.json").read_text())
     assert s["unstable"] is True and s["regime"] == "unstable"

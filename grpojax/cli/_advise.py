@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import math
 
-from grpojax.cli._common import CLIError, console, out_dir, write_json
-from grpojax.cli._types import Int, Real, out_path
+from grpojax.cli._common import LAG_HELP, CLIError, add_lag_arg, console, err_console
+from grpojax.cli._output import add_table_output_args, emit_rows, to_stdout
+from grpojax.cli._types import Int, Real
 
 EXAMPLE = """Example:
   grpojax advise --eta 0.01 --mu 0.9 --k-ref 4 --group-size 8 --curvature 0.5 --pass-rate 0.8
@@ -32,8 +33,7 @@ def register(sub) -> None:
     k = p.add_mutually_exclusive_group(required=True)
     k.add_argument("--k-ref", type=Int(1, what="updates per rollout"), default=None, help="updates per rollout K_ref >= 1 (periodic refresh)")
     k.add_argument("--staleness", type=Int(1, what="asynchronous delay in steps"), default=None, help="asynchronous delay S >= 1 in steps (constant lag)")
-    p.add_argument("--lag", choices=("constant", "periodic"), default=None,
-                   help="lag model (default periodic with --k-ref, constant with --staleness)")
+    add_lag_arg(p, default=None, help=LAG_HELP + "; --staleness S is --k-ref S --lag constant")
     p.add_argument("--group-size", type=Int(2, what="completions per prompt"), required=True, help="completions per prompt G >= 2")
     c = p.add_mutually_exclusive_group(required=True)
     c.add_argument("--curvature", type=Real(0, lo_open=True, what="stale curvature"), default=None, help="stale curvature K_d > 0 (optimizer units)")
@@ -45,7 +45,7 @@ def register(sub) -> None:
     p.add_argument("--zeta-band", type=Real(0, lo_open=True, what="damping ratios"), nargs=2, default=(0.7, 1.5), metavar=("LO", "HI"),
                    help="band of the damping ratio (default 0.7 1.5)")
     p.add_argument("--margin", type=Real(0, 1, hi_open=True, what="relative margin"), default=0.2, help="relative margin kept from η*_exact (default 0.2)")
-    p.add_argument("--json", type=out_path, default=None, help="also write the advice to this JSON file")
+    add_table_output_args(p, json_help="the advice as JSON: on stdout (no FILE, or -) instead of the table, or into FILE")
     p.set_defaults(func=run)
 
 
@@ -95,6 +95,8 @@ def run(args) -> int:
         raise CLIError(f"--group-size must be >= 2, got {args.group_size}")
     if not args.zeta_band[0] < args.zeta_band[1]:
         raise CLIError(f"--zeta-band must be two damping ratios LO < HI, got {args.zeta_band[0]:g} {args.zeta_band[1]:g}")
+    if args.staleness is not None and args.lag == "periodic":
+        raise CLIError("--staleness S is a constant lag (--k-ref S --lag constant); drop --lag periodic")
     lag = args.lag or ("periodic" if args.k_ref is not None else "constant")
     curvature, pass_rate, source, probe = args.curvature, args.pass_rate, None, None
     if args.probe is not None:
@@ -126,17 +128,17 @@ def run(args) -> int:
                   else "none up to 1024 (p too close to 0 or 1)")
     else:
         t.add_row("zero-variance groups", "give --pass-rate or --probe")
-    console.print(t)
-    console.print(f"curvature: {a.curvature_source}" if probe else f"curvature: given ({curvature:g})", soft_wrap=True)
+    out = {"lag": lag, **a.to_dict()}
+    if probe is not None:
+        out["probe"] = {k: v for k, v in probe.items()}
+    rows = [{"quantity": k, "value": v} for k, v in out.items() if not isinstance(v, (dict, list, tuple))]
+    say = err_console if to_stdout(args) else console
+    if not emit_rows(args, rows, extra=out):
+        console.print(t)
+    say.print(f"curvature: {a.curvature_source}" if probe else f"curvature: given ({curvature:g})", soft_wrap=True)
     for n in a.notes:
-        console.print(f"note: {n}", soft_wrap=True)
-    if args.json:
-        import pathlib
-
-        pth = pathlib.Path(args.json)
-        out = a.to_dict()
-        if probe is not None:
-            out["probe"] = {k: v for k, v in probe.items()}
-        write_json(out_dir(pth.parent), pth.name, out)
-        console.print(f"wrote {pth}")
+        say.print(f"note: {n}", soft_wrap=True)
+    for dest in (args.json, args.csv):
+        if dest not in (None, "-"):
+            say.print(f"wrote {dest}")
     return 0

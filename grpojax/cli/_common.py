@@ -12,7 +12,23 @@ from grpojax._errors import InvalidValueError
 from grpojax._io import to_jsonable, write_json  # noqa: F401  (the CLI's JSON goes through grpojax._io)
 from grpojax._progress import progress as _progress
 
-console = Console(stderr=False)
+class _OutConsole(Console):
+    """stdout: as wide as a table needs when it is a file or a pipe (a terminal keeps its width; so does an
+    explicit COLUMNS), so that ``grpojax fit ... > table.txt`` does not cut columns at 80 characters."""
+
+    @property
+    def size(self):
+        size = Console.size.fget(self)
+        if self._width is None and not self.is_terminal and "COLUMNS" not in self._environ:
+            return size._replace(width=max(size.width, 1000))
+        return size
+
+    @size.setter
+    def size(self, new_size) -> None:
+        Console.size.fset(self, new_size)
+
+
+console = _OutConsole(stderr=False)
 err_console = Console(stderr=True)
 
 
@@ -99,6 +115,16 @@ def explain_runs(runs) -> None:
         err_console.print(r.report.explain(), markup=False, highlight=False, soft_wrap=True)
 
 
+LAG_HELP = ("what --k-ref K means, the same for every command: periodic (default) -- the behaviour policy is "
+            "refreshed every K updates, K updates per rollout (synchronous GRPO); constant -- every update uses "
+            "samples K steps stale (an asynchronous pipeline)")
+
+
+def add_lag_arg(p, *, default: str | None = "periodic", help: str = LAG_HELP) -> None:
+    """``--lag {periodic,constant}``: one meaning and one default for every command (:data:`LAG_HELP`)."""
+    p.add_argument("--lag", choices=("periodic", "constant"), default=default, help=help)
+
+
 def add_oscillator_args(p, *, group_size_help: str, instant_help: str) -> None:
     """The hyperparameters of the oscillator shared by ``predict`` and ``simulate`` (checked as they are parsed)."""
     from grpojax.cli._types import Int, Real  # noqa: PLC0415
@@ -113,7 +139,7 @@ def add_oscillator_args(p, *, group_size_help: str, instant_help: str) -> None:
                    required=True, help="stale stiffness K_d > 0 (measured curvature)")
     p.add_argument("--k-instant", type=Real(0, what="stiffness of an exact anchor such as the KL term"), default=0.0,
                    help=instant_help)
-    p.add_argument("--lag", choices=("constant", "periodic"), default="constant", help="lag model (default constant)")
+    add_lag_arg(p)
     p.add_argument("--group-size", type=Int(1, what="completions per prompt"), default=8, help=group_size_help)
     p.add_argument("--noise", type=Real(0, what="a variance"), default=0.25,
                    help="per-sample gradient noise variance σ² (default 0.25)")

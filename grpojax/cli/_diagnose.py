@@ -9,6 +9,7 @@ import warnings
 from grpojax.cli._common import (CLIError, add_bounds_arg, add_log_read_args, check_bounds_arg, console, err_console,
                                  log_read_kwargs, out_dir, write_json)
 from grpojax.cli._runs import read_runs, run_folders
+from grpojax.cli._output import add_table_output_args, emit_rows, to_stdout
 from grpojax.cli._types import SEED, Int, Real, in_path, out_path
 
 DESCRIPTION = """\
@@ -51,6 +52,8 @@ def register(subparsers) -> None:
                    help="draw grpojax.fit.forecast_window's band (fitted on this fraction of the run, e.g. "
                         "0.5) over the reward on the dashboard (slow: a posterior fit)")
     add_bounds_arg(p, effect="the --forecast and its band are clipped to it")
+    add_table_output_args(p, json_help="one row per check (run, mode, verdict, severity, level, reason, advice) as JSON: "
+                                       "on stdout (no FILE, or -) instead of the report, or into FILE")
     p.set_defaults(func=run)
 
 
@@ -227,19 +230,20 @@ def run(args) -> int:
     folders = run_folders(out, runs)
     reports = []
     width = min(WIDTH, console.width or WIDTH)
+    say = err_console if to_stdout(args) else console  # stdout carries --json / --csv rows
     todo = list(zip(runs, folders))
     if len(runs) > 1 and args.bayes is None and args.forecast is None and _workers(len(runs)) > 1:
         # several runs, nothing that needs JAX: one worker process per core, reports printed in order
         for lines, rep in _in_pool(runs, folders, out, cfg, args, width):
             for line, style in lines:
-                console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
+                say.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
             reports.append(rep)
         todo = []
     for r, folder in todo:
         fit = _bayes_fit(r, args) if args.bayes else None
         d = diagnose(r, config=cfg, validity=not args.no_validity, fit=fit)
-        for line, style in report_lines(d, min(WIDTH, console.width or WIDTH)):
-            console.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
+        for line, style in report_lines(d, width):
+            say.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
         rep = {"source": r.source, "format": r.format, **d.to_dict()}
         fc = None
         if args.forecast is not None:
@@ -251,7 +255,7 @@ def run(args) -> int:
                 rep["forecast"] = {"method": fc.method, "status": fc.status, "prefix": args.forecast,
                                    "mean": fc.mean, "lo": fc.lo, "hi": fc.hi, "level": fc.level,
                                    "window": list(fc.window)}
-                console.print(f"forecast of the final-window mean reward from the first "
+                say.print(f"forecast of the final-window mean reward from the first "
                               f"{args.forecast:.0%}: {fc.mean:.4g} [{fc.lo:.4g}, {fc.hi:.4g}] ({fc.level:.0%}, "
                               f"{fc.method}, {fc.status})", markup=False, highlight=False, soft_wrap=True)
             else:
@@ -270,5 +274,10 @@ def run(args) -> int:
         reports.append(rep)
     path = write_json(out, "diagnosis.json", {"log": str(args.log), "config": cfg.to_dict(), "runs": reports})
     where = "" if len(runs) == 1 else f" (one folder per run: {', '.join(f.name for f in folders)})"
-    console.print(f"wrote {path}" + ("" if args.no_plot else " and the dashboard PNG(s)") + where)
+    rows = [{"run": rp.get("run"), "mode": m, "verdict": res["verdict"], "severity": res["severity"],
+             "level": res["level"], "reason": res["reason"], "advice": res["advice"]}
+            for rp in reports for m, res in rp["results"].items()]
+    emit_rows(args, rows, extra={"log": str(args.log), "forecasts": {rp.get("run"): rp["forecast"] for rp in reports
+                                                                     if "forecast" in rp}})
+    say.print(f"wrote {path}" + ("" if args.no_plot else " and the dashboard PNG(s)") + where)
     return 0

@@ -8,9 +8,10 @@ import sys
 import warnings
 
 from grpojax._io import save_figure
-from grpojax.cli._common import (CLIError, add_bounds_arg, add_log_read_args, check_bounds_arg, console, log_read_kwargs,
+from grpojax.cli._common import (LAG_HELP, CLIError, add_bounds_arg, add_lag_arg, err_console, add_log_read_args, check_bounds_arg, console, log_read_kwargs,
                                  out_dir, write_json)
 from grpojax.cli._fit_pool import add_pool_args, run_pooled
+from grpojax.cli._output import add_table_output_args, emit_rows, to_stdout
 from grpojax.cli._runs import read_runs, run_folders, slug
 from grpojax.cli._types import SEED, Int, Real, in_path, out_path
 
@@ -73,11 +74,12 @@ def register(subparsers) -> None:
     p.add_argument("--eta", type=Real(0, lo_open=True, what="the learning rate"), default=None, help="mechanistic: learning rate")
     p.add_argument("--mu", type=Real(0, 1, hi_open=True, what="heavy-ball momentum"), default=None, help="mechanistic: momentum")
     p.add_argument("--k-ref", type=Real(1, what="optimizer steps"), default=None, help="mechanistic: refresh interval / lag K_ref")
-    p.add_argument("--lag", default="constant", choices=("constant", "periodic"), help="mechanistic: lag model")
+    add_lag_arg(p, help="mechanistic: " + LAG_HELP)
     p.add_argument("--group-size", type=Real(1, what="completions per prompt"), default=1.0, help="mechanistic: group size G")
     add_bounds_arg(p, effect="a fitted plateau outside it is reported as law_cannot_describe, and the window "
                              "forecast is clipped to it")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
+    add_table_output_args(p)
     add_pool_args(p)
     p.set_defaults(func=run)
 
@@ -226,7 +228,11 @@ def run(args) -> int:
         if folder != out:
             write_json(folder, "fit.json", {"log": str(args.log), "metric": args.metric, "runs": {r.name: entry}})
     path = write_json(out, "fit.json", report)
-    console.print(table)
+    say = err_console if to_stdout(args) else console
+    if emit_rows(args, _rows(report), extra={"log": str(args.log), "metric": args.metric}):
+        table = wtable = None
+    else:
+        console.print(table)
     if wtable is not None:
         console.print(wtable)
         if args.forecast_method == "creep":
@@ -234,7 +240,26 @@ def run(args) -> int:
                           "and K separately: M follows from the hyperparameters (η, μ, K_ref) when they are known "
                           "(fit --bayes mechanistic, grpojax advise --probe).", soft_wrap=True)
     for line in reasons:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    console.print(f"wrote {path}")
+        say.print(line, markup=False, highlight=False, soft_wrap=True)
+    say.print(f"wrote {path}")
     return 0
+
+def _rows(report: dict) -> list[dict]:
+    """The tables as flat rows (``--json`` / ``--csv``): one per run and law, one per window forecast."""
+    rows = []
+    for run, entry in report["runs"].items():
+        for law, f in entry["laws"].items():
+            plateau = f["params"].get("r_inf", f["params"].get("A"))
+            rows.append({"run": run, "law": law, "status": f["status"], "r2": f["r2"], "r2_smoothed": f["r2_smoothed"],
+                         "noise_ceiling": f["noise_ceiling"], "aic": f["aic"], "bic": f["bic"], "plateau": plateau,
+                         "forecast_rmse": entry["forecasts"].get(law, {}).get("rmse")})
+        if "bayes" in entry:
+            rows.append({"run": run, "law": f"bayes:{entry['bayes'].get('model')}", "status": entry["bayes"].get("status"),
+                         "plateau": (entry["bayes"].get("plateau") or {}).get("q50")})
+        wf = entry.get("window_forecast")
+        if wf is not None:
+            rows.append({"run": run, "law": f"window:{wf['method']}", "status": wf["status"], "forecast": wf["mean"],
+                         "forecast_lo": wf["lo"], "forecast_hi": wf["hi"], "reached": wf["observed_mean"],
+                         "covered": wf["covered"]})
+    return rows
 

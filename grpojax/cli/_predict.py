@@ -7,7 +7,8 @@ import math
 
 from grpojax._errors import InvalidValueError
 from grpojax._io import save_figure
-from grpojax.cli._common import add_oscillator_args, check_oscillator_args, console, out_dir, write_json
+from grpojax.cli._common import add_oscillator_args, check_oscillator_args, console, err_console, out_dir, write_json
+from grpojax.cli._output import add_table_output_args, emit_rows, to_stdout
 from grpojax.cli._types import Int, Real, out_path
 
 EXAMPLE = """Example:
@@ -32,6 +33,7 @@ def register(sub) -> None:
     p.add_argument("--steps", type=Int(0, 100_000, what="0: eight time constants"), default=0,
                    help="horizon of the figure in steps, at most 100000 (default 0: 8 time constants)")
     p.add_argument("--out", type=out_path, default="out/predict", help="output folder (default out/predict)")
+    add_table_output_args(p)
     p.set_defaults(func=run)
 
 
@@ -162,9 +164,15 @@ def run(args) -> int:
             wins = ", ".join(f"[{lo:.4g}, {hi:.4g})" for lo, hi in ex["instability_windows"][:4])
             t.add_row("unstable η windows", wins + (" …" if len(ex["instability_windows"]) > 4 else ""))
             t.add_row("margin to the next window", f"{ex['margin']:.3g}")
-    console.print(t)
+    rows = [{"quantity": k, "value": res[k]} for k in ("M", "C", "K_eff", "damping_ratio", "stationary_variance",
+                                                          "regime", "regime_source")]
+    rows += [{"quantity": f"closed_form.{k}", "value": v} for k, v in cf.items()]
+    rows += [{"quantity": f"exact.{k}", "value": v} for k, v in (ex or {}).items() if not isinstance(v, (list, dict))]
+    say = err_console if to_stdout(args) else console
+    if not emit_rows(args, rows, extra={k: v for k, v in res.items() if k != "figures"}):
+        console.print(t)
     if "exact_unavailable" in res:
-        console.print(f"exact thresholds not computed: {res['exact_unavailable']}")
-    console.print(f"wrote {out / 'prediction.json'} and {out / 'trajectory.png'}")
+        say.print(f"exact thresholds not computed: {res['exact_unavailable']}")
+    say.print(f"wrote {out / 'prediction.json'} and {out / 'trajectory.png'}")
     del dyn
     return 0

@@ -7,7 +7,9 @@ import math
 import time
 
 from grpojax._io import save_figure
-from grpojax.cli._common import CLIError, add_oscillator_args, check_oscillator_args, console, out_dir, progress, write_json
+from grpojax.cli._common import (CLIError, add_oscillator_args, check_oscillator_args, console, err_console, out_dir,
+                                 progress, write_json)
+from grpojax.cli._output import add_table_output_args, emit_rows, to_stdout
 from grpojax.cli._types import SEED, Int, Real, out_path
 
 EXAMPLE = """Example:
@@ -47,6 +49,8 @@ def register(sub) -> None:
     p.add_argument("--seed", type=SEED, default=0, help="PRNG seed in [0, 2^32) (default 0)")
     p.add_argument("--x64", action="store_true", help="simulate in float64 (default float32)")
     p.add_argument("--out", type=out_path, default="out/simulate", help="output folder (default out/simulate)")
+    add_table_output_args(p, json_help="the mean and variance at six times, measured and exact, as JSON: on stdout "
+                                       "(no FILE, or -) or into FILE")
     p.set_defaults(func=run)
 
 
@@ -143,11 +147,13 @@ def run(args) -> int:
         z_from_t=10 * args.dt, table=rows, simulate_wall_s=wall, figures=["ensemble.png"],
     )
     write_json(out, "simulation.json", summary)
-    console.print(
+    say = err_console if to_stdout(args) else console  # stdout carries --json / --csv rows
+    emit_rows(args, rows, extra={k: v for k, v in summary.items() if k not in ("table", "figures")})
+    say.print(
         f"{summary['regime']} (ζ={summary['damping_ratio']:.3g}){' [red]UNSTABLE[/red]' if summary['unstable'] else ''}: "
         f"final mean reward {summary['final']['mean_reward']:.4g} (exact {summary['final']['exact_mean_reward']:.4g}), "
         f"Var {summary['final']['var']:.3g} (exact {summary['final']['exact_var']:.3g}, stationary {stat_var:.3g}); "
         f"{n} paths in {wall:.1f} s"
     )
-    console.print(f"wrote {out / 'simulation.json'} and {out / 'ensemble.png'}")
+    say.print(f"wrote {out / 'simulation.json'} and {out / 'ensemble.png'}")
     return 0

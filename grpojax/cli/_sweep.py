@@ -7,7 +7,8 @@ import argparse
 import numpy as np
 
 from grpojax._io import save_figure
-from grpojax.cli._common import CLIError, console, out_dir, write_json
+from grpojax.cli._common import CLIError, console, err_console, out_dir, write_json
+from grpojax.cli._output import add_table_output_args, emit_rows, to_stdout
 from grpojax.cli._types import SEED, Int, out_path
 
 _PRESET_LIST = "{presets}"
@@ -46,6 +47,8 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=SEED, default=0, help="PRNG seed in [0, 2^32)")
     p.add_argument("--chunk-size", type=Int(1, 2**24, what="configurations per compiled call"), default=8192, help="configurations per compiled call")
     p.add_argument("--out", type=out_path, default="out/sweep", help="output folder (default out/sweep)")
+    add_table_output_args(p, json_help="one row per configuration (inputs, predictions, measurements) as JSON: on "
+                                       "stdout (no FILE, or -) or into FILE")
     p.add_argument("--distributed", choices=("auto", "on", "off"), default="auto",
                    help="several processes: auto (when GRPOJAX_NUM_PROCESSES etc. are set, as by `grpojax "
                         "launch`), on (also detect a TPU pod slice, SLURM or Open MPI job), off (default auto)")
@@ -92,7 +95,9 @@ def run(args) -> int:
     agree = float(np.mean((c["regime_exact"] == "unstable") == np.isin(c["regime"], ["limit_cycle", "collapsed",
                                                                                         "diverged"])))
     procs = f" in {res.meta['processes']} processes" if res.meta["processes"] > 1 else ""
-    console.print(f"{len(res)} configurations in {res.meta['seconds']:.1f} s on {res.meta['devices']} "
+    say = err_console if to_stdout(args) else console  # stdout carries --json / --csv rows
+    emit_rows(args, data["rows"], extra={k: v for k, v in data.items() if k != "rows"})
+    say.print(f"{len(res)} configurations in {res.meta['seconds']:.1f} s on {res.meta['devices']} "
                   f"device(s){procs}; "
                   f"measured regimes {counts}; stable/unstable agrees with the exact prediction on "
                   f"{100 * agree:.0f}% -> {out}")
