@@ -1,9 +1,10 @@
 """Population training (``train_population``) and its pieces.
 
-Default suite (cheap): the in-program reward against the text scorer on random token strings, the
-traceable sampler against teacher forcing, member and population-file validation.
+Default suite (cheap): the in-program reward against the text scorer on random token strings, member and
+population-file validation.
 
-``slow`` (each compiles the population program, tens of seconds on 2 CPU cores): a population equals the
+``slow`` (each compiles the sampler or the population program, tens of seconds on 2 CPU cores): the traceable
+sampler against teacher forcing; a population equals the
 same members trained one after another by the same member program (jit, one device; and on 2 forced
 CPU devices in a child process); a diverging member is frozen and flagged and leaves every other member
 bit for bit as without it; ``grpojax train --population`` writes one canonical run log per member that
@@ -60,7 +61,7 @@ def test_token_reward_matches_text_scorer_on_random_strings():
     alphabet = [tok.token_to_id(x) for x in pieces]
     w = np.array([3] * 4 + [1] * 6 + [8, 6, 3, 2, 1, 2, 2, 1, 1, 1, 1, 1], float)
     rng = np.random.default_rng(1)
-    S, N = 3000, 12
+    S, N = 1500, 12
     ids = rng.choice(alphabet, size=(S, N), p=w / w.sum()).astype(np.int32)
     first_eos = np.where((ids == codec.eos_id).any(1), (ids == codec.eos_id).argmax(1) + 1, N)
     mask = np.arange(N)[None, :] < first_eos[:, None]
@@ -68,7 +69,7 @@ def test_token_reward_matches_text_scorer_on_random_strings():
     correct, stated = jax.jit(hash_answer_rewards)(jnp.asarray(ids), jnp.asarray(mask), jnp.asarray(answers), cls)
     texts = [codec.decode(r[m]) for r, m in zip(ids, mask)]
     want = score_completions(texts, [str(a) for a in answers], {"correctness": 1.0, "format": 1.0})
-    assert want.correct.sum() > 100 and 0.2 < want.components["format"].mean() < 0.95  # both outcomes occur
+    assert want.correct.sum() > 50 and 0.2 < want.components["format"].mean() < 0.95  # both outcomes occur
     bad = np.flatnonzero(np.asarray(correct) != want.correct)
     assert bad.size == 0, [(texts[i], int(answers[i])) for i in bad[:5]]
     np.testing.assert_array_equal(np.asarray(stated), want.components["format"])
@@ -87,21 +88,20 @@ def test_token_classes_refuse_a_vocabulary_without_hash_or_with_multi_digit_toke
         token_classes(bpe_like)
 
 
+@pytest.mark.slow  # compiles the sampler (about 10 s on a loaded 2-core machine)
 def test_sample_completions_logprobs_equal_teacher_forcing_and_stop_at_eos():
-    from flax import nnx
-
     from grpojax.grpo import completion_logprobs, sample_completions
-    from grpojax.lm import CausalLM, ModelConfig
+    from grpojax.lm import ModelConfig, init_model
 
     mc = ModelConfig(vocab_size=12, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
                      num_key_value_heads=1, head_dim=8, max_position_embeddings=32)
-    model = CausalLM(mc, rngs=nnx.Rngs(3))
+    model = init_model(mc, key=jax.random.key(3))
     prompt = jnp.asarray([[0, 0, 5, 6], [7, 8, 9, 10], [0, 4, 4, 4]], jnp.int32)
     pmask = prompt != 0
     comp, logp, cmask = jax.jit(lambda k: sample_completions(
         model, prompt, pmask, k, max_new_tokens=10, temperature=1.0, eos_ids=(1, 2), pad_id=0))(jax.random.key(0))
     comp, logp, cmask = map(np.asarray, (comp, logp, cmask))
-    want, _ = completion_logprobs(model, prompt, pmask, jnp.asarray(comp))
+    want, _ = jax.jit(lambda c: completion_logprobs(model, prompt, pmask, c))(jnp.asarray(comp))
     np.testing.assert_allclose(logp[cmask], np.asarray(want)[cmask], atol=2e-5)
     assert np.all(logp[~cmask] == 0)
     for row, m in zip(comp, cmask):
@@ -185,8 +185,9 @@ def warm(tmp_path_factory):
     return res.warm
 
 
+# three K_ref groups (one of two members): rollouts are sampled per group, at its refresh steps
 _MEMBERS = [dict(lr=0.05, momentum=0.9, k_ref=2, seed=1), dict(lr=0.1, k_ref=1, beta=0.1, seed=2, rule="none"),
-            dict(lr=0.03, k_ref=3, seed=3, rule="unclipped", beta=0.05)]
+            dict(lr=0.03, k_ref=3, seed=3, rule="unclipped", beta=0.05), dict(lr=0.02, k_ref=2, seed=4)]
 
 
 def _assert_same(a, b, *, exact: bool, members=None):
@@ -217,7 +218,7 @@ def test_population_equals_members_trained_one_after_another(warm, tmp_path):
     assert not pop.diverged.any() and not seq.diverged.any()
     # the runs learn something that differs between members: non-zero advantages, moving parameters
     assert np.nanmax(pop.metrics["reward_std"]) > 0 and np.all(pop.metrics["param_dist"][-1] > 1e-3)
-    assert len({float(x) for x in pop.metrics["param_dist"][-1]}) == 3
+    assert len({float(x) for x in pop.metrics["param_dist"][-1]}) == 4
     _assert_same(pop, seq, exact=False)
     # rollouts happen every k_ref steps, per member
     lag = pop.metrics["refresh_lag"]
@@ -237,8 +238,8 @@ def test_diverging_member_is_frozen_and_leaves_the_others_bit_identical(warm):
     a = train_population(cfg, calm, None, chunk=4, show_progress=False, warm=warm)
     b = train_population(cfg, wild, None, chunk=4, show_progress=False, warm=warm)
     assert not a.diverged.any()
-    assert b.diverged.tolist() == [False, True, False] and b.diverged_step[1] >= 2
-    _assert_same(a, b, exact=True, members=[0, 2])
+    assert b.diverged.tolist() == [False, True, False, False] and b.diverged_step[1] >= 2
+    _assert_same(a, b, exact=True, members=[0, 2, 3])
     # frozen: finite parameters, no update applied after the non-finite step, flagged in the log
     d = int(b.diverged_step[1])
     assert all(np.isfinite(np.asarray(x)[1]).all() for x in jax.tree.leaves(b.params))
@@ -252,9 +253,8 @@ _TWO_DEVICES = textwrap.dedent("""
     from test_grpo_population import _cfg, _MEMBERS, _assert_same
     from grpojax.grpo import Member, train_population
     assert jax.device_count() == 2, jax.devices()
-    members = [Member(**m) for m in _MEMBERS]   # 3 members on 2 devices: padded to 4
+    members = [Member(**m) for m in _MEMBERS]   # groups of 1, 2 and 1 members on 2 devices: padded to 6 rows
     pop = train_population(_cfg(), members, None, chunk=4, show_progress=False)
-    shards = {d for x in jax.tree.leaves(pop.params) for d in getattr(x, "devices", lambda: set())()}
     seq = train_population(_cfg(), members, None, chunk=4, show_progress=False, warm=pop.warm, batched=False,
                            devices=jax.devices()[:1])
     _assert_same(pop, seq, exact=False)
@@ -269,7 +269,7 @@ def test_population_on_two_forced_cpu_devices_equals_sequential_runs(tmp_path):
     env = _clean_env(XLA_FLAGS="--xla_force_host_platform_device_count=2")
     done = _run([sys.executable, str(script), str(REPO / "tests")], 900, env=env, cwd=REPO)
     assert done.returncode == 0, done.stdout[-3000:]
-    assert "OK (6, 3)" in done.stdout
+    assert "OK (6, 4)" in done.stdout
 
 
 @pytest.mark.slow

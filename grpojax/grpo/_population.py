@@ -127,6 +127,7 @@ class PopulationResult(NamedTuple):
       chunk_s: wall seconds of each compiled call, in order (one list for the population; member after member
         when ``batched=False``); the first call of each compiled program includes its compilation.
       member_state_bytes: bytes of one member's training state (parameters, optimiser state, rollout batch).
+      chunk_cpu_s: process CPU seconds of each compiled call (all threads), beside ``chunk_s``.
     """
 
     members: tuple
@@ -144,6 +145,7 @@ class PopulationResult(NamedTuple):
     warm: Any
     chunk_s: list
     member_state_bytes: int
+    chunk_cpu_s: list
 
 
 class WarmStart(NamedTuple):
@@ -312,29 +314,42 @@ def _nan_like(stats):
     return {k: jnp.full(jnp.shape(v), jnp.nan, jnp.float32) for k, v in stats.items()}
 
 
-def _chunk_program(fns: _MemberFns, st: _Static, chunk: int, batched: bool):
+def _chunk_program(fns: _MemberFns, st: _Static, chunk: int, groups):
     """``(state, hp, first_step) -> (state, metrics)``: ``chunk`` steps from ``first_step`` (steps past
-    ``st.steps`` are skipped). ``batched``: members on a leading axis (vmap), else one member."""
-    vm = jax.vmap if batched else (lambda f, **_: f)
-    roll = vm(fns.rollout, in_axes=(0, 0, None))
-    upd = vm(fns.update, in_axes=(0, 0, None))
-    ev = vm(fns.evaluate, in_axes=(0, 0, None))
+    ``st.steps`` are skipped).
+
+    ``groups=None``: one member (the sequential reference). Otherwise members lie on a leading axis in
+    contiguous groups of equal ``k_ref``, ``groups = ((k_ref, lo, hi), ...)`` (static): a group samples its
+    rollouts (vmapped over its members) only at the steps where its refresh is due, and every member is
+    updated at every step (vmapped over all)."""
+    upd = fns.update if groups is None else jax.vmap(fns.update, in_axes=(0, 0, None))
+    ev = fns.evaluate if groups is None else jax.vmap(fns.evaluate, in_axes=(0, 0, None))
+    roll = jax.vmap(fns.rollout, in_axes=(0, 0, None))
     eval_every = st.eval_every
 
+    def refresh(state: _State, hp: _HP, step):
+        if groups is None:
+            due, _ = rollout_due(step, hp.k_ref)
+            skip = _nan_like(jax.eval_shape(fns.rollout, state, hp, step)[1])
+
+            def do(s):
+                batch, stats = fns.rollout(s, hp, step)
+                return s._replace(batch=batch), stats
+
+            return jax.lax.cond(due, do, lambda s: (s, skip), state)
+        batches, stats = [], []
+        for k, lo, hi in groups:
+            part = jax.tree.map(lambda x: x[lo:hi], (state, hp))  # noqa: B023 - used right here
+            skip = _nan_like(jax.eval_shape(roll, *part, step)[1])
+            b, s = jax.lax.cond((step - 1) % k == 0, lambda ops: roll(*ops, step),
+                                lambda ops, skip=skip: (ops[0].batch, skip), part)
+            batches.append(b)
+            stats.append(s)
+        cat = lambda *xs: xs[0] if len(xs) == 1 else jnp.concatenate(xs)  # noqa: E731
+        return state._replace(batch=jax.tree.map(cat, *batches)), jax.tree.map(cat, *stats)
+
     def one(state: _State, hp: _HP, step):
-        due, _ = rollout_due(step, hp.k_ref)
-        shapes = jax.eval_shape(roll, state, hp, step)
-        skip_stats = _nan_like(shapes[1])
-
-        def do(state):
-            batch, stats = roll(state, hp, step)
-            if batched:
-                sel = lambda new, old: jnp.where(due.reshape(due.shape + (1,) * (new.ndim - 1)), new, old)  # noqa
-                batch = jax.tree.map(sel, batch, state.batch)
-                stats = {k: jnp.where(due, v, jnp.nan) for k, v in stats.items()}
-            return state._replace(batch=batch), stats
-
-        state, rstats = jax.lax.cond(jnp.any(due), do, lambda s: (s, skip_stats), state)
+        state, rstats = refresh(state, hp, step)
         state, metrics = upd(state, hp, step)
         metrics.update(rstats)
         if eval_every > 0:
@@ -354,6 +369,32 @@ def _chunk_program(fns: _MemberFns, st: _Static, chunk: int, batched: bool):
         return jax.lax.scan(body, state, jnp.arange(chunk, dtype=jnp.int32))
 
     return program
+
+
+def _layout(members: Sequence[Member], n_dev: int):
+    """Rows of the population program: on each device, the members of each ``k_ref`` in turn (each group padded
+    to a multiple of the device count with copies of its last member, so that every device holds the same
+    static groups). Returns ``(rows, local_groups, row_of)``: ``rows[r]`` is the member index of row ``r``;
+    ``local_groups`` the ``(k_ref, lo, hi)`` of one device's block; ``row_of[i]`` the row of member ``i``."""
+    by_k: dict[int, list[int]] = {}
+    for i, m in enumerate(members):
+        by_k.setdefault(m.k_ref, []).append(i)
+    per_dev = {k: -(-len(ix) // n_dev) for k, ix in by_k.items()}
+    rows: list[int] = []
+    row_of = [-1] * len(members)
+    for d in range(n_dev):
+        for k, ix in sorted(by_k.items()):
+            L = per_dev[k]
+            chunk_ix = ix[d * L:(d + 1) * L]
+            for i in chunk_ix:
+                row_of[i] = len(rows)
+                rows.append(i)
+            rows.extend([ix[-1]] * (L - len(chunk_ix)))
+    local, lo = [], 0
+    for k in sorted(by_k):
+        local.append((k, lo, lo + per_dev[k]))
+        lo += per_dev[k]
+    return rows, tuple(local), row_of
 
 
 def _stack_hp(members: Sequence[Member], optimizer: str) -> _HP:
@@ -453,7 +494,9 @@ def train_population(
       chunk: optimiser steps per compiled call (the progress bar and the logs advance per chunk).
       batched: ``True``: one program over all members (vmapped, sharded over ``devices``); ``False``: the
         same member program run for each member in turn (the sequential reference).
-      devices: devices of the ``population`` mesh axis (default all; the population is padded to a multiple).
+      devices: devices of the ``population`` mesh axis (default all). Members are grouped by ``k_ref`` (a group
+        samples rollouts only at its refresh steps) and each group is padded to a multiple of the device count
+        with copies of a member (computed and dropped).
       show_progress: show a progress bar over the steps.
       warm: the :class:`WarmStart` of an earlier call (``result.warm``) to start from instead of running the
         warm start again (it must come from the same ``model``, ``tokenizer``, ``data`` and ``warmstart``).
@@ -489,10 +532,11 @@ def train_population(
     if warm is None:
         import tempfile  # noqa: PLC0415
 
-        ws_dir = out / "warmstart" if out is not None else pathlib.Path(tempfile.mkdtemp(prefix="grpojax-pop-"))
-        (ws_dir / "warmstart.jsonl").unlink(missing_ok=True)
-        trainer = GRPOTrainer(cfg, ws_dir, devices=(devices or jax.devices())[:1])
-        trainer.warmstart()
+        with tempfile.TemporaryDirectory(prefix="grpojax-population-") as tmp:
+            ws_dir = out / "warmstart" if out is not None else pathlib.Path(tmp)  # its log is kept with the output
+            (ws_dir / "warmstart.jsonl").unlink(missing_ok=True)
+            trainer = GRPOTrainer(cfg, ws_dir, devices=(devices or jax.devices())[:1])
+            trainer.warmstart()
         graphdef, rest = trainer.graphdef, jax.device_get(trainer.rest)
         init_params = jax.device_get(trainer.params)
         warm = WarmStart(graphdef, init_params, rest, trainer)
@@ -513,22 +557,22 @@ def train_population(
     t0 = time.perf_counter()
     if batched:
         devs = list(devices or jax.devices())
-        n_dev = len(devs)
-        n_pad = -len(members) % n_dev
-        padded = list(members) + [members[-1]] * n_pad
-        hp = _stack_hp(padded, optimizer)
+        rows, local_groups, row_of = _layout(members, len(devs))
+        hp = _stack_hp([members[i] for i in rows], optimizer)
         mesh = Mesh(np.asarray(devs), ("population",))
         pop = NamedSharding(mesh, P("population"))
-        rep = NamedSharding(mesh, P())
         hp = jax.device_put(hp, pop)
-        init_all = jax.jit(jax.vmap(fns.init), out_shardings=pop)
-        state = init_all(hp)
-        program = jax.jit(_chunk_program(fns, st, chunk, True), in_shardings=(pop, pop, rep),
-                          out_shardings=(pop, pop), donate_argnums=(0,))
-        eval_all = jax.jit(jax.vmap(fns.evaluate, in_axes=(0, 0, None)), out_shardings=pop)
-        runs = [(state, hp, program, eval_all, slice(0, len(members)))]
+        state = jax.jit(jax.vmap(fns.init), out_shardings=pop)(hp)
+        local = _chunk_program(fns, st, chunk, local_groups)
+        program = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P("population"), P("population"), P()),
+                                        out_specs=(P("population"), P(None, "population")), check_vma=False),
+                          donate_argnums=(0,))
+        eval_all = jax.jit(jax.shard_map(jax.vmap(fns.evaluate, in_axes=(0, 0, None)), mesh=mesh,
+                                         in_specs=(P("population"), P("population"), P()),
+                                         out_specs=P("population"), check_vma=False))
+        runs = [(state, hp, program, eval_all, np.asarray(row_of))]
     else:
-        program = jax.jit(_chunk_program(fns, st, chunk, False), donate_argnums=(0,))
+        program = jax.jit(_chunk_program(fns, st, chunk, None), donate_argnums=(0,))
         init_one = jax.jit(fns.init)
         eval_one = jax.jit(fns.evaluate)
         runs = []
@@ -542,6 +586,7 @@ def train_population(
     eval0_parts: list = []
     finals: list = []
     chunk_s: list = []
+    chunk_cpu: list = []
     one = jax.eval_shape(fns.init, jax.tree.map(lambda x: x[0], _stack_hp(members[:1], optimizer)))
     state_bytes = int(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(one)))
     bar = make_progress() if show_progress else None
@@ -558,10 +603,11 @@ def train_population(
             eval0_parts.append(np.atleast_1d(e0)[sel] if batched else np.atleast_1d(e0))
             chunks = []
             for c in range(n_chunks):
-                tc = time.perf_counter()
+                tc, cc = time.perf_counter(), time.process_time()
                 state, met = prog(state, hp, jnp.int32(c * chunk + 1))
                 met = {k: np.asarray(v) for k, v in met.items()}  # (chunk, N) or (chunk,)
                 chunk_s.append(time.perf_counter() - tc)
+                chunk_cpu.append(time.process_time() - cc)
                 if not batched:
                     met = {k: v[:, None] for k, v in met.items()}
                 met = {k: v[:, sel] if batched else v for k, v in met.items()}
@@ -577,8 +623,9 @@ def train_population(
     if batched:
         metrics = per_run_metrics[0]
         params, alive, dstep = finals[0]
-        params = jax.tree.map(lambda x: x[: len(members)], params)
-        alive, dstep = alive[: len(members)], dstep[: len(members)]
+        sel = runs[0][4]
+        params = jax.tree.map(lambda x: x[sel], params)
+        alive, dstep = alive[sel], dstep[sel]
         eval0 = eval0_parts[0]
     else:
         metrics = {k: np.concatenate([m[k] for m in per_run_metrics], axis=1) for k in per_run_metrics[0]}
@@ -588,7 +635,7 @@ def train_population(
         eval0 = np.concatenate(eval0_parts)
     result = PopulationResult(members, metrics, eval0.astype(np.float32), ~alive.astype(bool),
                               dstep.astype(np.int64), params, init_params, graphdef, rest, out, wall, warmstart_s,
-                              warm, chunk_s, state_bytes)
+                              warm, chunk_s, state_bytes, chunk_cpu)
     if loggers is not None:
         _write_logs(loggers, result, cfg, optimizer, kl_reference)
     return result
