@@ -278,7 +278,7 @@ def _member_fns(graphdef, rest, init_params, task: _Task, cls: TokenClasses, st:
         r = reward.reshape(st.B, st.G)
         gstd = r.std(axis=1)
         lengths = cmask.sum(1).astype(jnp.float32)
-        has_eos = (jnp.isin(comp, jnp.asarray(st.eos_ids)) & cmask).any(1)
+        has_eos = (jnp.isin(comp, jnp.asarray(st.eos_ids, jnp.int32)) & cmask).any(1)
         stats = {"reward_mean": r.mean(), "reward_std": gstd.mean(), "frac_zero_std": (gstd == 0).mean(),
                  "accuracy": correct.mean(), "response_length": lengths.mean(),
                  "response_clip_frac": (~has_eos).mean().astype(jnp.float32)}
