@@ -101,3 +101,29 @@ def test_a_table_piped_to_a_file_is_not_cut_at_80_columns(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "law/model" in out and "…" not in out
     assert max(len(line) for line in out.splitlines()) > 80
+
+
+def test_help_imports_no_jax():
+    """`grpojax --help` and `grpojax COMMAND --help` build every parser without importing JAX, matplotlib or
+    SciPy (JAX alone takes seconds to import on a busy machine); only `sweep --help`, which lists the
+    presets of grpojax.sweep, imports it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom grpojax.cli import main\n"
+            "for argv in (['--help'], ['predict', '--help'], ['fit', '--help'], ['diagnose', '--help'],\n"
+            "             ['advise', '--help'], ['train', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "heavy = [m for m in ('jax', 'matplotlib', 'scipy', 'orbax', 'flax') if m in sys.modules]\n"
+            "print(heavy, file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "[]", r.stderr
+
+
+def test_launch_sets_the_variables_the_runtime_reads():
+    from grpojax import _distributed
+    from grpojax.cli import _launch
+
+    for name in ("ENV_COORDINATOR", "ENV_NUM_PROCESSES", "ENV_PROCESS_ID"):
+        assert getattr(_launch, name) == getattr(_distributed, name)

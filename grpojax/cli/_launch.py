@@ -16,7 +16,11 @@ import subprocess
 import sys
 import time
 
-from grpojax._distributed import ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID
+# the variables grpojax._distributed reads, spelt here so that building the parser imports no JAX (`grpojax --help`
+# stays fast); tests/test_cli_contract.py checks that they agree
+ENV_COORDINATOR = "GRPOJAX_COORDINATOR_ADDRESS"
+ENV_NUM_PROCESSES = "GRPOJAX_NUM_PROCESSES"
+ENV_PROCESS_ID = "GRPOJAX_PROCESS_ID"
 from grpojax._errors import InvalidValueError
 from grpojax.cli._common import CLIError, err_console
 
