@@ -937,3 +937,32 @@ def test_disk_full_mid_run_keeps_the_last_checkpoint_and_resumes(tmp_path, capsy
         assert rc == 0, err
         summary = json.loads((disk / "run" / "summary.json").read_text())
     assert summary["status"] == "done" and summary["resumed_from"] == 1 and summary["last_step"] == 2
+
+
+@pytest.mark.parametrize("fault", ["full", "read_only"])
+def test_export_under_a_full_disk_or_read_only_folder(finished, tmp_path, capsys, fault):
+    """export writes into a temporary folder then moves the files: a full disk leaves no partial files."""
+    run, _ = finished
+    with tmpfs(tmp_path / "disk", "8k", readonly=fault == "read_only") as disk:
+        rc, _, err = cli(capsys, "export", str(run), str(disk / "hf"))
+        left = sorted(p.name for p in disk.iterdir())
+        exported = sorted(p.name for p in (disk / "hf").iterdir()) if (disk / "hf").is_dir() else []
+    line = one_line(err)
+    why = "no space left on the device while writing" if fault == "full" else "read-only file system"
+    assert rc == 1 and why in line and str(disk / "hf") in line, line
+    assert left in ([], ["hf"]) and exported == []  # no temporary folder, no half-exported files
+
+
+@pytest.mark.slow  # a sweep compiles for a minute on two busy cores
+@pytest.mark.parametrize("fault", ["full", "read_only"])
+def test_sweep_under_a_full_disk_or_read_only_folder(tmp_path, capsys, monkeypatch, fault):
+    argv = ["sweep", "--preset", "transition", "--size", "2", "--steps", "8"]
+    if fault == "full":
+        _fake_full_disk(monkeypatch)
+        rc, _, err = cli(capsys, *argv, "--out", str(tmp_path / "out"))
+        assert rc == 1 and "no space left on the device while writing " + str(tmp_path / "out") in one_line(err)
+        assert not list((tmp_path / "out").glob("*")) if (tmp_path / "out").exists() else True
+    else:
+        with tmpfs(tmp_path / "ro", "64k", readonly=True) as ro:
+            rc, _, err = cli(capsys, *argv, "--out", str(ro / "out"))
+        assert rc == 1 and "read-only file system" in one_line(err)

@@ -115,9 +115,37 @@ def export_run(run_dir: str | pathlib.Path, out_dir: str | pathlib.Path, *, step
     return {"step": got, "out": str(out_dir), "tokenizer": source}
 
 
+def _export_atomically(run_dir, out: pathlib.Path, step: int | None) -> dict:
+    """:func:`export_run` into a temporary folder beside ``out``, then its files moved into ``out``.
+
+    A failure (a full disk, a read-only folder, a bad checkpoint) leaves no half-written files in ``out``:
+    the temporary folder is removed, and an ``OSError`` without a file name is given ``out``'s.
+    """
+    import os  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    tmp = None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".export-tmp", dir=out.parent))
+        info = export_run(run_dir, tmp, step=step)
+        out.mkdir(exist_ok=True)
+        for f in sorted(tmp.iterdir()):
+            os.replace(f, out / f.name)
+    except OSError as exc:
+        if exc.errno is not None and (exc.filename is None or ".export-tmp" in str(exc.filename)):
+            raise type(exc)(exc.errno, exc.strerror or str(exc), str(out)) from exc
+        raise
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {**info, "out": str(out)}
+
+
 def run(args) -> int:
 
     out = refuse_existing(args.out, args.force)
-    info = export_run(args.run_dir, out, step=args.step)
+    info = _export_atomically(args.run_dir, out, args.step)
     console.print(f"exported step {info['step']} of {args.run_dir} -> {out} (tokenizer: {info['tokenizer']})")
     return 0
