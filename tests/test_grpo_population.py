@@ -124,6 +124,32 @@ def test_member_fields_are_checked_with_one_line_errors():
         assert "\n" not in str(info.value)
 
 
+def test_layout_groups_members_by_k_ref_with_the_same_groups_on_every_device():
+    from grpojax.grpo import Member
+    from grpojax.grpo._population import _layout
+
+    ks = [4, 1, 4, 2, 1, 4, 8]
+    members = [Member(lr=0.1, k_ref=k, seed=i) for i, k in enumerate(ks)]
+    for n_dev in (1, 2, 3):
+        rows, groups, row_of = _layout(members, n_dev)
+        block = len(rows) // n_dev
+        assert len(rows) == block * n_dev and groups[-1][2] == block
+        assert [k for k, _, _ in groups] == [1, 2, 4, 8]
+        for d in range(n_dev):  # every device block: the groups in order, each row of the group's k_ref
+            for k, lo, hi in groups:
+                assert {ks[rows[d * block + r]] for r in range(lo, hi)} == {k}
+        assert sorted(row_of) == sorted(set(row_of)) and all(rows[row_of[i]] == i for i in range(len(ks)))
+
+
+def test_rollout_due_is_the_periodic_refresh():
+    from grpojax.grpo import rollout_due
+
+    due, lag = zip(*(rollout_due(step, 3) for step in range(1, 8)))
+    assert due == (True, False, False, True, False, False, True) and lag == (0, 1, 2, 0, 1, 2, 0)
+    d, g = rollout_due(jnp.asarray([5, 5, 5], jnp.int32), jnp.asarray([1, 2, 4], jnp.int32))
+    assert np.asarray(d).tolist() == [True, True, True] and np.asarray(g).tolist() == [0, 0, 0]
+
+
 def _write(tmp_path: pathlib.Path, text: str) -> pathlib.Path:
     p = tmp_path / "pop.yaml"
     p.write_text(textwrap.dedent(text))

@@ -356,3 +356,25 @@ def test_data_path_may_name_a_shipped_dataset(tmp_path):
     assert tr.eval_set == load_jsonl(DATA_DIR / "gsm8k-test-200.jsonl")
     with pytest.raises(FileNotFoundError, match="no-such.jsonl"):
         GRPOTrainer(tiny_config("data.source=jsonl", "data.path=no-such.jsonl"), tmp_path / "b")
+
+
+def test_compiled_programs_are_cached_on_config_values_and_evicted():
+    """Two trainers of equal config sections share one build; the least recently used build is evicted."""
+    from grpojax.grpo import load_config
+    from grpojax.grpo._trainer import _Programs
+
+    cache = _Programs(size=2)
+    builds = []
+
+    def build(tag):
+        return lambda: builds.append(tag) or tag
+
+    a, b = load_config("tiny-arith"), load_config("tiny-arith")
+    assert cache.get(("grpo", a.optim, a.grpo), build("a")) == "a"
+    assert cache.get(("grpo", b.optim, b.grpo), build("b")) == "a"  # equal values: the same entry
+    assert builds == ["a"]
+    cache.get(("x",), build("x"))
+    cache.get(("grpo", a.optim, a.grpo), build("a2"))  # used again: now the most recent
+    cache.get(("y",), build("y"))  # evicts ("x",)
+    cache.get(("x",), build("x2"))
+    assert builds == ["a", "x", "y", "x2"]
