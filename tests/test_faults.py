@@ -410,6 +410,23 @@ def test_nonfinite_loss_is_a_one_line_error_naming_the_last_good_checkpoint(tmp_
     assert summary["status"] == "nonfinite" and summary["nonfinite_step"] == 1
 
 
+def test_a_resumed_run_stopped_by_an_error_says_interrupted(run_copy, parity):
+    """A finished run ("done") resumed for more steps and stopped by an error half-way no longer says "done"."""
+    from grpojax.grpo import GRPOTrainer
+
+    run, _, _ = run_copy
+    assert json.loads((run / "summary.json").read_text())["status"] == "done"
+
+    def ctrl_c(step, rec):
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        GRPOTrainer(tiny_config(*FAST, "steps=4"), run).train(show_progress=False, hooks=[ctrl_c])
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["last_step"] == 3 and summary["error"] == "KeyboardInterrupt"
+
+
 def test_resume_with_a_changed_config_is_recorded(run_copy, capsys, parity):
     run, cfg, other = run_copy
     shutil.rmtree(run / "checkpoints" / "2")  # as if stopped after step 1 (keeps the compiled update: fast)

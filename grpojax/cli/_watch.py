@@ -8,6 +8,7 @@ import time
 
 from grpojax.cli._common import (CLIError, add_bounds_arg, add_log_read_args, check_bounds_arg, console, explain_runs,
                                  log_read_kwargs, write_json)
+from grpojax._errors import UserError
 from grpojax.cli._types import Int, Real, in_path, out_path
 
 EXAMPLE = """Example:
@@ -121,7 +122,12 @@ def run(args) -> int:
             new_sig = log_signature(args.log)
             if new_sig != sig:
                 sig, last_change = new_sig, now
-                runlog = read_growing(args.log, format=args.format, run=args.run, mapping=read_kw["mapping"])
+                try:
+                    runlog = read_growing(args.log, format=args.format, run=args.run, mapping=read_kw["mapping"])
+                except UserError as exc:  # name the flag when the run it asks for is not in the log
+                    if args.run is not None and f"no run named {args.run!r}" in str(exc):
+                        raise CLIError(f"--run {args.run!r}: {exc}") from None
+                    raise
                 if runlog is not None and read_kw["explain"] and not explained:
                     explain_runs([runlog])
                     explained = True

@@ -743,9 +743,9 @@ class GRPOTrainer:
         except BaseException as exc:  # Ctrl-C, a full disk, any error: the run did not finish
             if primary:
                 with contextlib.suppress(Exception):  # best effort: the disk may be the reason
-                    reason = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+                    reason = next((ln for ln in str(exc).splitlines() if ln.strip()), None)
                     write_json(self.out, "summary.json", dict(summary, last_step=last, status="interrupted",
-                                                              error=f"{type(exc).__name__}: {reason}"))
+                                                              error=type(exc).__name__ + (f": {reason}" if reason else "")))
             raise
         finally:
             if bar is not None:
