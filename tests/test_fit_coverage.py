@@ -53,7 +53,7 @@ def simulate(rng, kind):
 def coverage(n_runs, seed, prefix, kinds=("hetero", "mixture", "exponential")):
     rng = np.random.default_rng(seed)
     curves = [simulate(rng, kinds[i % len(kinds)]) for i in range(n_runs)]
-    fcs = forecast_windows(curves, prefix=prefix, level=0.9)
+    fcs = forecast_windows(curves, prefix=prefix, level=0.9, method="creep")
     hits = []
     for (s, y), fc in zip(curves, fcs):
         truth = float(np.mean(y[s > fc.window[0]]))

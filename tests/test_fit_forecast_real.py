@@ -64,7 +64,7 @@ def test_decreasing_curve_is_fitted():
     rng = np.random.default_rng(0)
     s = np.arange(1.0, 161.0)
     y = 0.2 + 0.5 * np.exp(-s / 30.0) + 0.02 * rng.standard_normal(s.size)
-    fc = forecast_window((s, y), prefix=0.5)
+    fc = forecast_window((s, y), prefix=0.5, method="creep")
     truth = float(np.mean(y[s > fc.window[0]]))
     assert fc.status in ("ok", "weak_posterior")
     assert fc.lo <= truth <= fc.hi
@@ -78,7 +78,7 @@ def test_collapse_is_flagged_or_covered():
     rise = 0.33 * (1 - np.exp(-s / 15.0))
     drop = np.clip((s - 70.0) / 30.0, 0.0, 1.0)
     y = np.clip(rise * (1 - drop) + 0.015 * rng.standard_normal(s.size), 0.0, None)
-    fcs = forecast_windows([(s, y)], prefix=0.5)
+    fcs = forecast_windows([(s, y)], prefix=0.5, method="creep")
     fc = fcs[0]
     truth = float(np.mean(y[s > fc.window[0]]))
     assert fc.status == "collapse" or fc.lo <= truth <= fc.hi, fc
@@ -88,7 +88,7 @@ def test_collapse_is_flagged_or_covered():
 def test_identifiable_summaries_only():
     s = np.arange(1.0, 121.0)
     y = 0.8 - 0.5 * np.exp(-s / 20.0) + 0.01 * np.random.default_rng(2).standard_normal(s.size)
-    fc = forecast_window((s, y), prefix=0.5)
+    fc = forecast_window((s, y), prefix=0.5, method="creep")
     assert set(fc.params) == {"p_star", "y0", "fast_rate", "fast_weight", "creep_k", "creep_theta", "logistic_rate",
                               "logistic_midpoint", "noise_sd", "noise_ar1"}
     for med, lo, hi in fc.params.values():
@@ -124,7 +124,7 @@ def test_monotone_curves_with_correlated_noise_are_not_collapses():
             e[i] = 0.6 * e[i - 1] + 0.8 * 0.04 * rng.standard_normal()
         curves.append((s, 0.3 + sign * 0.3 * (1 - np.exp(-s / rng.uniform(5, 60))) + e))
     # one at a time: the single-curve program of the other tests here serves them (no compile of its own)
-    assert all(forecast_window(c, prefix=0.5).status != "collapse" for c in curves)
+    assert all(forecast_window(c, prefix=0.5, method="creep").status != "collapse" for c in curves)
 
 
 @pytest.mark.slow
@@ -174,7 +174,7 @@ def test_slow_start_forecast_holds_the_level_the_run_reached():
 
     run = read_log(pathlib.Path(__file__).parent / "fixtures" / "quickstart" / "trainer_state.json")
     s, y = run.series("reward_mean")
-    fc = forecast_window((s, y), prefix=0.5)
+    fc = forecast_window((s, y), prefix=0.5, method="creep")
     truth = float(np.mean(y[s > fc.window[0]]))
     assert fc.p_variant["logistic"] > 0.9, fc.p_variant
     assert fc.lo <= truth <= fc.hi and fc.hi < 1.0, (fc, truth)
@@ -186,9 +186,9 @@ def test_bounds_clip_the_forecast_interval_and_band():
     """An accuracy near 1 with wide noise: without bounds the interval passes 1; with (0, 1) nothing does."""
     s = np.arange(1.0, 121.0)
     y = np.clip(1.02 - 0.5 * np.exp(-s / 20.0) + 0.03 * np.random.default_rng(9).standard_normal(s.size), 0, 1)
-    free = forecast_window((s, y), prefix=0.5)
+    free = forecast_window((s, y), prefix=0.5, method="creep")
     assert free.hi > 1.0  # the unbounded predictive reaches past the metric's range
-    fc = forecast_window((s, y), prefix=0.5, bounds=(0.0, 1.0))
+    fc = forecast_window((s, y), prefix=0.5, bounds=(0.0, 1.0), method="creep")
     assert fc.lo == pytest.approx(free.lo) and fc.hi == 1.0 and fc.mean <= 1.0
     assert np.max(fc.band["hi"]) <= 1.0 and np.max(fc.band["median"]) <= 1.0
 

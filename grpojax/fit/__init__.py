@@ -1,6 +1,6 @@
 """Reward-curve fitting: batched least squares, numpyro posteriors, Kalman likelihood, forecasts."""
 
-from grpojax.fit._data import MIN_POINTS, Curve, check_bounds, check_curve, noise_variance
+from grpojax.fit._data import MIN_POINTS, Curve, check_bounds, check_curve, metric_bounds, noise_variance
 from grpojax.fit._lsq import FLAT_DELTA_BIC, STATUSES, LawFit, fit_all_laws, fit_law, fit_laws_batched
 
 __all__ = [
@@ -8,6 +8,7 @@ __all__ = [
     "Curve",
     "check_bounds",
     "check_curve",
+    "metric_bounds",
     "noise_variance",
     "FLAT_DELTA_BIC",
     "STATUSES",
@@ -68,6 +69,20 @@ from grpojax.fit._window_forecast import (  # noqa: E402
 __all__ += ["MIN_CREEP_POINTS", "CREEP_VARIANTS", "CreepPosterior", "creep_curve", "fit_creep", "fit_creep_batched",
             "logistic_curve", "WINDOW_METHODS",
             "WINDOW_STATUSES", "WindowForecast", "forecast_window", "forecast_windows"]
+from grpojax.fit._scores import TAUS as FORECAST_TAUS, crps_quantiles, split_normal_quantiles, winkler_score  # noqa: E402
+from grpojax.fit._calibration import (  # noqa: E402
+    COMBINED_METHODS,
+    ForecastCalibration,
+    calibrated_forecast,
+    calibration_from_dict,
+    default_calibration,
+    fit_calibration,
+)
+from grpojax.fit._window_forecast import forecast_features  # noqa: E402
+
+__all__ += ["FORECAST_TAUS", "crps_quantiles", "split_normal_quantiles", "winkler_score", "COMBINED_METHODS", "ForecastCalibration",
+            "calibrated_forecast", "calibration_from_dict", "default_calibration", "fit_calibration",
+            "forecast_features"]
 from grpojax.fit._pooled import POOLED_LAWS, PooledPosterior, fit_pooled, forecast_pooled, run_covariates  # noqa: E402
 
 __all__ += ["POOLED_LAWS", "PooledPosterior", "fit_pooled", "forecast_pooled", "run_covariates"]

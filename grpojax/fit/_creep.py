@@ -187,14 +187,19 @@ class CreepPosterior(NamedTuple):
 
     def curve(self, i: int, steps) -> np.ndarray:
         """Draws of the mean curve of curve ``i`` at ``steps``, raw units, ``(draws, len(steps))``."""
+        # NumPy, not jax.numpy: evaluated eagerly on arrays whose length changes from call to call, every
+        # jax.numpy operation would compile a new small program for each length
         t = (np.asarray(steps, float) - self.t0[i]) / self.span[i]
         s = {k: v[i][:, None] for k, v in self.samples.items()}
         rate, theta = np.exp(s["log_rate"]), np.exp(s["log_theta"])
-        m = np.array(creep_curve(t[None, :], s["y0"], s["p_star"], s["w"], rate, theta, np.exp(s["log_k"])))
+        shape = s["w"] * np.exp(-rate * t[None, :]) + (1.0 - s["w"]) * np.exp(-np.exp(s["log_k"]) * np.log1p(theta * t[None, :]))
+        m = s["p_star"] - (s["p_star"] - s["y0"]) * shape
         logistic = s["variant"][:, 0] == VARIANTS.index("logistic")
         if np.any(logistic):
-            m[logistic] = np.asarray(logistic_curve(t[None, :], s["y0"][logistic], s["p_star"][logistic],
-                                                    rate[logistic], theta[logistic]))
+            r, mid = rate[logistic], theta[logistic]
+            log_sig = lambda x: -np.logaddexp(0.0, -x)  # noqa: E731
+            shape = np.exp(log_sig(r * (mid - t[None, :])) - log_sig(r * mid))
+            m[logistic] = s["p_star"][logistic] - (s["p_star"][logistic] - s["y0"][logistic]) * shape
         return self.center[i] + self.scale[i] * m
 
     def noise(self, i: int) -> dict:
@@ -484,7 +489,10 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
     R = len(_RESTARTS)
     try:
         for T, members in groups.items():
-            B = min(batch_size, len(members)) if N > 1 else 1
+            B = 1  # a power of two up to batch_size: few batch shapes, few compiled programs
+            while B < min(batch_size, len(members)):
+                B *= 2
+            B = min(B, batch_size)
             for j in range(0, len(members), B):
                 sel = members[j:j + B]
                 idx = sel + [sel[-1]] * (B - len(sel))  # pad the batch by repeating its last curve

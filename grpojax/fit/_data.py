@@ -15,6 +15,7 @@ same starting values and priors work for any step count and reward scale; result
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -85,6 +86,17 @@ def check_bounds(bounds) -> tuple[float, float]:
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         raise InvalidValueError(f"bounds must be two finite numbers lo < hi, got {bounds!r}")
     return lo, hi
+
+
+_UNIT_INTERVAL = re.compile(r"(^|[^a-z0-9])(acc|accuracy|pass@\d+|pass|passrate|success|solve|solved|correct|win)"
+                            r"(_?rate)?($|[^a-z0-9])|(^|[^a-z0-9])frac(_|$)")
+
+
+def metric_bounds(name: str) -> tuple[float, float] | None:
+    """The range of a metric known by its name: ``(0, 1)`` for accuracies, pass rates, success, solve and
+    win rates and fractions (``eval_accuracy``, ``pass@1``, ``rewards/accuracy_reward``, ``frac_zero_std``);
+    None (unknown range) for anything else, rewards included (a reward's scale is the user's choice)."""
+    return (0.0, 1.0) if isinstance(name, str) and _UNIT_INTERVAL.search(name.lower()) else None
 
 
 def check_curve(steps, values, *, allow_missing: bool = False, min_points: int = MIN_POINTS) -> Curve:

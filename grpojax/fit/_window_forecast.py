@@ -8,7 +8,12 @@ points (AR(1) residuals), never a bare number.
 
 Methods (``method=``):
 
-- ``"creep"`` (default): the fast-rise-plus-creep model of :mod:`grpojax.fit._creep`, averaged with
+- ``"combined"`` (default): the four forecasters below, their point forecasts averaged with weights
+  that depend on the horizon and the prefix's noise, and a calibrated interval: the quantiles of
+  past forecast errors on real runs of many repositories and on simulated runs the creep model does
+  not describe (:mod:`grpojax.fit._calibration`). The raw forecasts are kept in ``components``; the
+  status, ``params``, ``band`` and ``p_variant`` are the creep model's.
+- ``"creep"``: the fast-rise-plus-creep model of :mod:`grpojax.fit._creep`, averaged with
   its special case a single exponential and with a logistic slow start by their marginal
   likelihoods (``p_variant``), posterior predictive of the window mean. It reports only quantities a
   curve identifies (plateau ``p*``, start level, fast rate ``λ_f = K_eff/C``, the creep's rate
@@ -22,7 +27,7 @@ Methods (``method=``):
 
 Status (``WindowForecast.status``, one of :data:`WINDOW_STATUSES`); which values occur depends on the method:
 
-- ``"creep"``: ``"ok"``; ``"collapse"`` when the prefix rises, then falls after a peak, both beyond
+- ``"creep"`` and ``"combined"``: ``"ok"``; ``"collapse"`` when the prefix rises, then falls after a peak, both beyond
   what its noise explains: the monotone model cannot forecast a collapse, so the point forecast is the
   current level and the interval reaches from below the prefix's lowest level up to the peak (the run
   may fall further or recover); ``"misfit"`` when the end of the prefix departs upwards from the fit;
@@ -45,13 +50,15 @@ import numpy as np
 from scipy import stats
 
 from grpojax._errors import InvalidValueError
+from grpojax.fit._calibration import calibrated_forecast, forecast_scale
 from grpojax.fit._creep import MIN_CREEP_POINTS, fit_creep_batched
 from grpojax.fit._creep import VARIANTS as CREEP_VARIANTS
 from grpojax.fit._data import check_bounds
 from grpojax.fit._lsq import STATUSES as _LAW_STATUSES
 
-METHODS = ("creep", "persistence", "exponential", "sigmoid")
-"""Forecasting methods of :func:`forecast_window`."""
+METHODS = ("combined", "creep", "persistence", "exponential", "sigmoid")
+"""Forecasting methods of :func:`forecast_window` (``"combined"``, the default, averages the other four and
+calibrates its interval: :mod:`grpojax.fit._calibration`)."""
 
 _CREEP_STATUSES = ("ok", "collapse", "misfit", "weak_posterior")
 """Values of :attr:`WindowForecast.status` for ``method="creep"`` (``"persistence"``: always ``"ok"``)."""
@@ -62,6 +69,7 @@ WINDOW_STATUSES = _CREEP_STATUSES + tuple(s for s in _LAW_STATUSES if s not in _
 ``"no_learning"``, ``"decreasing"``, ``"law_cannot_describe"``; methods ``"exponential"`` and
 ``"sigmoid"``). See the module docstring for their meaning."""
 
+_COMPONENT_LEVEL = 0.9  # the level of the components' own intervals (the calibration's scale is read from them)
 _Z_FLAG = 3.0
 _MIN_ESS = 20.0
 _BOOT = 100
@@ -93,8 +101,14 @@ class WindowForecast(NamedTuple):
             window end (creep only; None otherwise).
         ess: importance-sampling effective sample size (creep; NaN otherwise).
         p_variant: ``{"creep", "exponential", "logistic"}``: posterior probabilities of the creep
-            model, its special case a single exponential and the logistic slow start (creep method;
-            empty otherwise). The forecast averages the three in these proportions.
+            model, its special case a single exponential and the logistic slow start (creep and combined
+            methods; empty otherwise). The creep forecast averages the three in these proportions.
+        components: combined method: ``{method: {"mean", "lo", "hi", "status"}}`` of the four forecasters it
+            averages (their own, uncalibrated 90% intervals; ``creep``'s is the raw posterior interval).
+        weights: combined method: ``{method: weight}`` of the point forecast.
+        features: combined method: ``{"horizon", "noise_ratio", "noise_sd", "scale"}`` the calibration used.
+        quantiles: combined method: ``{"taus", "values"}``, the calibrated predictive quantiles of the
+            window mean (clipped to ``bounds``); None otherwise.
     """
 
     mean: float
@@ -111,6 +125,10 @@ class WindowForecast(NamedTuple):
     band: dict | None
     ess: float
     p_variant: dict = {}
+    components: dict = {}
+    weights: dict = {}
+    features: dict = {}
+    quantiles: dict | None = None
 
 
 def _mean_var_factor(n, rho):
@@ -210,6 +228,22 @@ def _persistence(sp, yp, w, n_w, level, window_width):
     return m, m - z * se, m + z * se
 
 
+def _bucketed(steps):
+    """``steps`` padded (with its last value) to a power-of-two length ≥ 64, and the true length: the laws'
+    curves are evaluated eagerly with jax.numpy, which compiles a program per distinct length."""
+    steps = np.asarray(steps, float)
+    n = steps.size
+    T = 64
+    while T < n:
+        T *= 2
+    return np.concatenate([steps, np.full(T - n, steps[-1])]), n
+
+
+def _predict(fit, steps):
+    padded, n = _bucketed(steps)
+    return np.asarray(fit.predict(padded), float)[..., :n]
+
+
 def _law(sp, yp, w, n_w, level, law, key):
     from grpojax.fit._lsq import fit_law, fit_laws_batched  # noqa: PLC0415
 
@@ -219,8 +253,8 @@ def _law(sp, yp, w, n_w, level, law, key):
         yhat = np.full(sp.shape, float(np.mean(yp)))
         point = float(np.mean(yp))
     else:
-        yhat = np.asarray(fit.predict(sp), float)
-        point = float(np.mean(fit.predict(ws)))
+        yhat = _predict(fit, sp)
+        point = float(np.mean(_predict(fit, ws)))
     resid = yp - yhat
     rho = _lag1(resid)
     rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel()[-1] if key is not None else 0)
@@ -230,7 +264,7 @@ def _law(sp, yp, w, n_w, level, law, key):
     idx = (starts[..., None] + np.arange(_BLOCK)).reshape(_BOOT, -1)[:, :n]
     Y = yhat[None, :] + resid[idx]
     bf = fit_laws_batched(sp, Y, law)
-    preds = np.asarray(bf.predict(ws), float).mean(-1)
+    preds = _predict(bf, ws).mean(-1)
     flat = np.asarray(bf.status) == "no_learning"
     preds = np.where(flat | ~np.isfinite(preds), Y.mean(-1), preds)
     noise = np.std(resid, ddof=1) * np.sqrt(_mean_var_factor(n_w, rho))
@@ -316,9 +350,9 @@ def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key):
     return point, lo, hi, status, band
 
 
-def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float = 0.9, method: str = "creep",
-                     metric: str = "reward_mean", end_steps=None, key=None, bounds=None, show_progress: bool = False
-                     ) -> list[WindowForecast]:
+def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float = 0.9, method: str = "combined",
+                     metric: str = "reward_mean", end_steps=None, key=None, bounds=None, show_progress: bool = False,
+                     calibration=None) -> list[WindowForecast]:
     """:func:`forecast_window` for many curves at once (the creep posteriors are fitted in one batch).
 
     Args:
@@ -345,12 +379,18 @@ def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float
         parts.append(_split(s, y, prefix, window, e))
     keys = jax.random.split(key, len(parts) + 1)
     out = []
-    if method == "creep":
+    if method in ("creep", "combined"):
         post = fit_creep_batched([(p[0], p[1]) for p in parts], key=keys[-1], show_progress=show_progress)
     for i, (sp, yp, w, _, n_w) in enumerate(parts):
         params, band, ess, p_variant = {}, None, float("nan"), {}
+        extra = {}
         if method == "creep":
             point, lo, hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, level, keys[i])
+            params, ess = _summaries(post, i, level), float(post.ess[i])
+            p_variant = dict(zip(CREEP_VARIANTS, map(float, post.p_variant[i])))
+        elif method == "combined":
+            point, lo, hi, status, band, extra = _combined(post, i, sp, yp, w, n_w, level, keys[i], calibration,
+                                                           (lo_b, hi_b) if bounds is not None else None)
             params, ess = _summaries(post, i, level), float(post.ess[i])
             p_variant = dict(zip(CREEP_VARIANTS, map(float, post.p_variant[i])))
         elif method == "persistence":
@@ -364,12 +404,49 @@ def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float
                 band = {k: (v if k == "steps" else np.clip(v, lo_b, hi_b)) for k, v in band.items()}
         out.append(WindowForecast(float(point), float(lo), float(hi), float(level), method, status, float(sp[-1]),
                                   int(sp.size), (float(w[0]), float(w[1])), int(n_w), params, band, ess,
-                                  p_variant))
+                                  p_variant, **extra))
     return out
 
 
-def forecast_window(run_or_curve, *, prefix: float, window: float = 0.1, level: float = 0.9, method: str = "creep",
-                    metric: str = "reward_mean", end_step: float | None = None, key=None, bounds=None) -> WindowForecast:
+def forecast_features(sp, yp, w, creep_lo, creep_hi, level: float = _COMPONENT_LEVEL) -> dict:
+    """What the calibration conditions on: the horizon ``(window end − prefix end)/(prefix span)``, the
+    prefix's AR(1) noise sd and its ratio to the prefix's sd, and the error scale (creep predictive sd and
+    noise sd in quadrature; the creep sd from its central ``level`` interval)."""
+    span = float(sp[-1] - sp[0])
+    horizon = float(w[1] - sp[-1]) / span if span > 0 else float("inf")
+    noise_sd, _ = _ar1_noise(yp)
+    sd = float(np.std(yp))
+    ratio = float(min(noise_sd / sd, 2.0)) if sd > 0 else 1.0
+    post_sd = max(float(creep_hi) - float(creep_lo), 0.0) / (2.0 * stats.norm.ppf(0.5 + level / 2.0))
+    return {"horizon": horizon, "noise_ratio": ratio, "noise_sd": float(noise_sd),
+            "scale": float(forecast_scale(post_sd, noise_sd))}
+
+
+def _combined(post, i, sp, yp, w, n_w, level, key, calibration, bounds):
+    """The four forecasters (their own 90% intervals), their weighted mean and the calibrated interval."""
+    k1, k2, k3 = jax.random.split(key, 3)
+    c_pt, c_lo, c_hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, _COMPONENT_LEVEL, k1)
+    comps = {"creep": {"mean": c_pt, "lo": c_lo, "hi": c_hi, "status": status}}
+    pe = _persistence(sp, yp, w, n_w, _COMPONENT_LEVEL, w[1] - w[0])
+    comps["persistence"] = {"mean": pe[0], "lo": pe[1], "hi": pe[2], "status": "ok"}
+    for law, k in (("exponential", k2), ("sigmoid", k3)):
+        try:
+            pt, lo, hi, st = _law(sp, yp, w, n_w, _COMPONENT_LEVEL, law, k)
+        except ValueError as exc:  # a law that cannot be fitted to this prefix drops out of the average
+            pt, lo, hi, st = float("nan"), float("nan"), float("nan"), f"failed: {exc}"
+        comps[law] = {"mean": float(pt), "lo": float(lo), "hi": float(hi), "status": st}
+    feats = forecast_features(sp, yp, w, c_lo, c_hi)
+    cf = calibrated_forecast({m: c["mean"] for m, c in comps.items()}, horizon=feats["horizon"],
+                             noise_ratio=feats["noise_ratio"], scale=feats["scale"], level=level, bounds=bounds,
+                             cal=calibration)
+    extra = {"components": comps, "weights": cf["weights"], "features": feats,
+             "quantiles": {"taus": np.asarray(cf["taus"]), "values": np.asarray(cf["quantiles"])}}
+    return cf["mean"], cf["lo"], cf["hi"], status, band, extra
+
+
+def forecast_window(run_or_curve, *, prefix: float, window: float = 0.1, level: float = 0.9, method: str = "combined",
+                    metric: str = "reward_mean", end_step: float | None = None, key=None, bounds=None,
+                    calibration=None) -> WindowForecast:
     """Forecast the mean reward over the final ``window`` of a run from its first ``prefix``.
 
     The run spans ``[first step, end_step]`` (``end_step`` defaults to the last logged step: pass the
@@ -382,13 +459,16 @@ def forecast_window(run_or_curve, *, prefix: float, window: float = 0.1, level: 
         prefix: fraction of the step range used for the fit, in (0, 1).
         window: fraction of the step range the target mean covers, in (0, 1 − prefix].
         level: predictive interval level.
-        method: one of :data:`METHODS` (default ``"creep"``).
+        method: one of :data:`METHODS` (default ``"combined"``: the calibrated average of the other four).
         metric: run column to forecast (``"reward_mean"``, ``"eval_reward"``, ...).
         end_step: planned last step (None: the last logged step).
         key: PRNG key (None: a fixed key).
         bounds: ``(lo, hi)`` the metric can take (e.g. ``(0, 1)`` for an accuracy), or None. The forecast,
             its interval and the band are clipped to it: a quantile of a bounded quantity's predictive
-            distribution lies inside its range.
+            distribution lies inside its range (:func:`grpojax.fit.metric_bounds` gives the range of
+            metrics known by name).
+        calibration: ``"combined"`` only: a :class:`grpojax.fit.ForecastCalibration` (None: the one
+            shipped with grpojax, :func:`grpojax.fit.default_calibration`).
 
     Returns:
         :class:`WindowForecast`.
@@ -397,4 +477,4 @@ def forecast_window(run_or_curve, *, prefix: float, window: float = 0.1, level: 
         ValueError: bad ``prefix``/``window``/``level``/``method``/``bounds``, too few prefix points, bad steps.
     """
     return forecast_windows([run_or_curve], prefix=prefix, window=window, level=level, method=method, metric=metric,
-                            end_steps=[end_step], key=key, bounds=bounds)[0]
+                            end_steps=[end_step], key=key, bounds=bounds, calibration=calibration)[0]

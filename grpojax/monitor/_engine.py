@@ -6,7 +6,7 @@ previous call, and returns the new state and a :class:`WatchReport`:
 - **forecast** (refreshed once ``config.every`` new points of the metric have arrived): the mean of the
   metric over the last window of the planned run, with its predictive interval, from
   :func:`grpojax.fit.forecast_window` (the planned last step is ``config.end_step``, else the run's
-  ``max_steps``/``steps``/``total_steps`` meta, else twice the last step); with the ``creep`` method also
+  ``max_steps``/``steps``/``total_steps`` meta, else twice the last step); with the ``combined`` (default) and ``creep`` methods also
   the asymptotic plateau p* with its interval and the **time to plateau** (steps until the median
   forecast curve is within 5% of the gain from p*);
 - **stability** (when the log's meta holds the learning rate and K_ref): damping ratio ζ and the exact
@@ -52,19 +52,22 @@ class MonitorConfig(NamedTuple):
     Attributes:
         metric: column forecast (default ``reward_mean``).
         every: refresh the forecast and the detectors after this many new points of ``metric`` (≥ 1).
-        method: forecasting method of :func:`grpojax.fit.forecast_window` (``creep`` default).
+        method: forecasting method of :func:`grpojax.fit.forecast_window` (default ``combined``: the
+            calibrated average of the creep posterior and three baselines).
         level: interval level.
         end_step: planned last step (None: from the meta, else twice the last step).
         window: fraction of the planned run the forecast window covers.
         smooth: moving-average window (points) for the best checkpoint.
         diagnose: run the detectors.
         bounds: ``(lo, hi)`` the metric can take (e.g. ``(0, 1)`` for an accuracy), or None: the
-            forecast and its interval are clipped to it (see :func:`grpojax.fit.forecast_window`).
+            forecast and its interval are clipped to it (see :func:`grpojax.fit.forecast_window`); None
+            takes the range of a metric known by name (:func:`grpojax.fit.metric_bounds`: accuracies,
+            pass rates) and leaves any other metric unbounded.
     """
 
     metric: str = "reward_mean"
     every: int = 10
-    method: str = "creep"
+    method: str = "combined"
     level: float = 0.9
     end_step: float | None = None
     window: float = 0.1
@@ -93,7 +96,7 @@ class WatchReport(NamedTuple):
         run: run name; ``step``: last logged step; ``n_points``: finite points of the metric.
         refreshed: whether the forecast and detectors were recomputed in this update.
         forecast: ``{mean, lo, hi, level, method, status, window, prefix_end, end_step, plateau,
-            time_to_plateau, fast_rate}`` or None (``plateau`` ``{median, lo, hi}`` with ``creep``).
+            time_to_plateau, fast_rate}`` or None (``plateau`` ``{median, lo, hi}`` with ``combined`` and ``creep``).
         stability: ``{damping_ratio, regime, margin, exact_critical_eta, spectral_radius, curvature,
             curvature_source, in_range}`` or None when the meta lacks the hyperparameters.
         findings: every finding so far, ``{mode, first_step, severity, level, reason, advice}``.
@@ -168,7 +171,7 @@ def _end_step(first, last, hp, config):
 
 
 def _forecast(run, s, y, hp, config):
-    from grpojax.fit import MIN_CREEP_POINTS, forecast_window  # noqa: PLC0415
+    from grpojax.fit import MIN_CREEP_POINTS, forecast_window, metric_bounds  # noqa: PLC0415
 
     if s.size < MIN_CREEP_POINTS:
         return None, f"forecast waits for {MIN_CREEP_POINTS} points of {config.metric} (has {s.size})"
@@ -179,7 +182,7 @@ def _forecast(run, s, y, hp, config):
     prefix = min((last - first) / (end - first) * (1 + 1e-9), 0.999)
     window = min(config.window, 1.0 - prefix)
     f = forecast_window((s, y), prefix=prefix, window=window, level=config.level, method=config.method,
-                        end_step=end, bounds=config.bounds)
+                        end_step=end, bounds=config.bounds if config.bounds is not None else metric_bounds(config.metric))
     out = dict(mean=f.mean, lo=f.lo, hi=f.hi, level=f.level, method=f.method, status=f.status,
                window=list(f.window), prefix_end=f.prefix_end, end_step=end, plateau=None, time_to_plateau=None,
                fast_rate=None)

@@ -1,0 +1,180 @@
+"""Proper scores, the combination weights and the calibrated intervals of the window forecast (NumPy, fast),
+and the shipped calibration on simulated runs the creep model does not contain (slow)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from grpojax.fit import (
+    COMBINED_METHODS,
+    FORECAST_TAUS,
+    calibrated_forecast,
+    calibration_from_dict,
+    crps_quantiles,
+    default_calibration,
+    fit_calibration,
+    metric_bounds,
+    split_normal_quantiles,
+    winkler_score,
+)
+
+
+def test_wider_interval_with_the_same_coverage_scores_worse():
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=500)
+    lo, hi = np.full(500, -10.0), np.full(500, 10.0)  # covers everything
+    wide_lo, wide_hi = lo - 1.0, hi + 1.0               # covers the same outcomes, wider
+    assert np.mean((lo <= y) & (y <= hi)) == np.mean((wide_lo <= y) & (y <= wide_hi)) == 1.0
+    assert np.mean(winkler_score(wide_lo, wide_hi, y)) > np.mean(winkler_score(lo, hi, y))
+    # the same at realistic widths: two intervals that miss exactly the same outcomes
+    lo2, hi2 = np.full(500, -1.6), np.full(500, 1.6)
+    covered = (lo2 <= y) & (y <= hi2)
+    lo3, hi3 = np.where(covered, -1.7, -1.6), np.where(covered, 1.7, 1.6)
+    assert np.array_equal(covered, (lo3 <= y) & (y <= hi3))
+    assert np.mean(winkler_score(lo3, hi3, y)) > np.mean(winkler_score(lo2, hi2, y))
+
+
+def test_winkler_closed_form_and_bad_input():
+    # width 2, miss by 0.5 below at alpha 0.1: 2 + 20 * 0.5
+    assert winkler_score(1.0, 3.0, 0.5, 0.1) == pytest.approx(12.0)
+    assert winkler_score(1.0, 3.0, 3.25, 0.2) == pytest.approx(2.0 + 10.0 * 0.25)
+    assert winkler_score(1.0, 3.0, 2.0) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="alpha"):
+        winkler_score(0.0, 1.0, 0.5, alpha=1.5)
+    with pytest.raises(ValueError, match="lo <= hi"):
+        winkler_score(1.0, 0.0, 0.5)
+
+
+def test_quantile_crps_matches_the_normal_closed_form_and_is_proper():
+    sd, mu = 0.7, 0.2
+    q = mu + sd * stats.norm.ppf(FORECAST_TAUS)
+    for y in (-1.0, 0.2, 0.9, 2.5):
+        z = (y - mu) / sd
+        exact = sd * (z * (2 * stats.norm.cdf(z) - 1) + 2 * stats.norm.pdf(z) - 1 / math.sqrt(math.pi))
+        assert crps_quantiles(q, y) == pytest.approx(exact, rel=0.08, abs=0.01)
+    # propriety: outcomes from N(mu, sd) score best under the true sd, worse under a too narrow or too wide one
+    y = np.random.default_rng(1).normal(mu, sd, 4000)
+    score = {f: float(np.mean(crps_quantiles(mu + f * sd * stats.norm.ppf(FORECAST_TAUS), y))) for f in (0.5, 1.0, 2.0)}
+    assert score[1.0] < score[0.5] and score[1.0] < score[2.0]
+    # a point forecast (all quantiles equal) scores its absolute error
+    assert crps_quantiles(np.full(FORECAST_TAUS.size, 1.0), 1.75) == pytest.approx(0.75)
+
+
+def test_split_normal_quantiles_reproduce_the_interval():
+    q = split_normal_quantiles(1.0, 0.5, 2.0, 0.9, np.array([0.05, 0.5, 0.95]))
+    assert q == pytest.approx([0.5, 1.0, 2.0])
+
+
+def _records(rng, n_groups=12, per=10, prefixes=(0.25, 0.5, 0.75)):
+    """Synthetic past forecasts: the truth, four forecasters of known accuracy (creep best, sigmoid worst), and a
+    scale that is the true sd of the best combination's error (times a horizon factor)."""
+    recs = []
+    sds = {"creep": 0.1, "persistence": 0.3, "exponential": 0.2, "sigmoid": 0.5}
+    for g in range(n_groups):
+        for _ in range(per):
+            for f in prefixes:
+                h = (1 - f) / f
+                grow = 1.0 + 0.5 * h  # errors grow with the horizon
+                truth = rng.normal()
+                comps = {m: truth + grow * s * rng.normal() for m, s in sds.items()}
+                recs.append({"horizon": h, "noise_ratio": rng.uniform(), "scale": 0.1, "truth": truth, "sd": 1.0,
+                             "group": f"repo{g}", "components": comps})
+    return recs
+
+
+def test_fitted_calibration_learns_the_best_forecaster_and_covers_new_runs():
+    rng = np.random.default_rng(2)
+    cal = fit_calibration(_records(rng, per=30), horizons=[1 / 3, 1.0, 3.0], noise_edges=None)  # two noise bins
+    assert cal.weights.shape == (3, 2, 4)
+    assert np.allclose(cal.weights.sum(-1), 1.0)
+    creep = COMBINED_METHODS.index("creep")
+    assert np.all(cal.weights[..., creep] == cal.weights.max(-1))  # the most accurate forecaster weighs most
+    # the learned interval widens with the horizon, as the errors do
+    width = cal.quantiles[:, -2] - cal.quantiles[:, 1]
+    assert width[0] < width[1] < width[2]
+    # coverage of the 90% interval on new runs from the same process: 0.86-0.94 (2400 forecasts, sd 0.006)
+    new = _records(np.random.default_rng(3), n_groups=80)
+    hit = [lo <= r["truth"] <= hi for r in new
+           for lo, hi in [(lambda c: (c["lo"], c["hi"]))(calibrated_forecast(r["components"], horizon=r["horizon"],
+                                                                             noise_ratio=r["noise_ratio"], scale=r["scale"],
+                                                                             cal=cal))]]
+    assert 0.86 <= np.mean(hit) <= 0.94
+    # and the combination is at least as good as the best single forecaster in absolute error
+    comb = [abs(calibrated_forecast(r["components"], horizon=r["horizon"], noise_ratio=r["noise_ratio"], scale=r["scale"],
+                                    cal=cal)["mean"] - r["truth"]) for r in new]
+    best = [abs(r["components"]["creep"] - r["truth"]) for r in new]
+    assert np.mean(comb) <= 1.05 * np.mean(best)
+
+
+def test_calibration_round_trip_bounds_and_extrapolation():
+    cal = fit_calibration(_records(np.random.default_rng(4), n_groups=6, per=5), horizons=[1 / 3, 1.0, 3.0])
+    back = calibration_from_dict(json.loads(json.dumps(cal.to_dict())))
+    assert np.allclose(back.quantiles, cal.quantiles, atol=1e-4) and back.methods == cal.methods
+    bad = cal.to_dict()
+    bad["quantiles"] = bad["quantiles"][:2]
+    with pytest.raises(ValueError, match="shapes"):
+        calibration_from_dict(bad)
+    comps = {"creep": 0.97, "persistence": 0.99, "exponential": 0.98, "sigmoid": 0.96}
+    c = calibrated_forecast(comps, horizon=1.0, noise_ratio=0.3, scale=0.2, cal=cal, bounds=(0.0, 1.0))
+    assert 0.0 <= c["lo"] <= c["mean"] <= c["hi"] <= 1.0 and np.all(c["quantiles"] <= 1.0)
+    # beyond the longest horizon the interval never narrows; a wider level gives a wider interval
+    w = [(lambda c: c["hi"] - c["lo"])(calibrated_forecast(comps, horizon=h, noise_ratio=0.3, scale=0.2, cal=cal))
+         for h in (3.0, 6.0, 12.0)]
+    assert w[0] <= w[1] <= w[2]
+    c80 = calibrated_forecast(comps, horizon=1.0, noise_ratio=0.3, scale=0.2, cal=cal, level=0.8)
+    c99 = calibrated_forecast(comps, horizon=1.0, noise_ratio=0.3, scale=0.2, cal=cal, level=0.99)
+    c90 = calibrated_forecast(comps, horizon=1.0, noise_ratio=0.3, scale=0.2, cal=cal)
+    assert c80["hi"] - c80["lo"] < c90["hi"] - c90["lo"] < c99["hi"] - c99["lo"]
+    # a failed forecaster drops out; none left is one clear error
+    c = calibrated_forecast({**comps, "sigmoid": float("nan")}, horizon=1.0, noise_ratio=0.3, scale=0.2, cal=cal)
+    assert c["weights"]["sigmoid"] == 0.0 and sum(c["weights"].values()) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="no finite forecast"):
+        calibrated_forecast({m: float("nan") for m in comps}, horizon=1.0, noise_ratio=0.3, scale=0.2, cal=cal)
+
+
+def test_shipped_calibration_is_small_sane_and_says_how_it_was_made():
+    cal = default_calibration()
+    assert cal.methods == COMBINED_METHODS and cal.horizons.size >= 3
+    assert np.allclose(cal.weights.sum(-1), 1.0, atol=1e-3) and np.all(cal.weights >= 0)
+    assert np.all(np.diff(cal.quantiles, axis=-1) >= 0)
+    assert np.all(cal.quantiles[:, 0] < 0) and np.all(cal.quantiles[:, -1] > 0)
+    src = json.dumps(cal.source)
+    assert "experiments/forecast_real_runs.py" in src and "--write-calibration" in src
+    assert "/work" not in src and "shared" not in src  # no machine paths in what ships
+
+
+def test_metric_bounds_by_name():
+    for name in ("eval_accuracy", "pass@1", "pass_rate", "rewards/accuracy_reward", "success_rate", "frac_zero_std"):
+        assert metric_bounds(name) == (0.0, 1.0), name
+    for name in ("reward_mean", "eval_reward", "kl", "bypass_loss", "fraction"):
+        assert metric_bounds(name) is None, name
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason="measured: the shipped calibration covers 36% / 47% / 61% of held-out simulated "
+                   "families at prefixes 0.25 / 0.5 / 0.75 (experiments/results/forecast_real_runs.md); the families "
+                   "weigh as one repository in it, and their errors are far larger than the real runs'")
+def test_shipped_calibration_covers_simulated_families_the_model_does_not_contain():
+    """Fresh runs (a seed the calibration never saw) of a late collapse, a second rise and a step change of the
+    schedule, 30 of each, forecast from 25% and 50% of the run: the calibrated 90% intervals cover 85-95% of the
+    realised window means (180 forecasts: binomial sd 0.022)."""
+    import jax
+
+    from _experiments import load_experiment
+    from grpojax.fit import forecast_windows
+
+    exp = load_experiment("forecast_real_runs")
+    items = exp.simulated_items(30, seed=exp.SIM_SEED + 1000)
+    curves = [(s, y) for (_, _, _, s, y) in items]
+    hits = []
+    for f in (0.25, 0.5):
+        fcs = forecast_windows(curves, prefix=f, method="combined", key=jax.random.PRNGKey(5))
+        for (s, y), fc in zip(curves, fcs):
+            truth = float(np.mean(y[s > fc.window[0]]))
+            hits.append(fc.lo <= truth <= fc.hi)
+    assert 0.85 <= np.mean(hits) <= 0.95, np.mean(hits)
