@@ -329,7 +329,8 @@ def test_every_flag(command, paths, tmp_path, monkeypatch):
 AUDIT_CASES = [
     # (command, flag, value, the exit statuses allowed) found by an audit of the command line as an adversary
     # would use it: 0 means "answered, consistent with itself" (check_answer), 2 "refused in one line naming the flag"
-    ("predict", "--eta", "1e-300", (0, 2)), ("predict", "--curvature", "1e-300", (0, 2)),
+    ("predict", "--eta", "1e-300", (0, 2)), ("predict", "--eta", "1e-300", (0, 2), ("--mu", "0", "--curvature", "1")),
+    ("predict", "--curvature", "1e-300", (0, 2)),
     ("predict", "--mu", "0.9999999999", (0, 2)), ("predict", "--p-star", "1e300", (0, 2)),
     ("predict", "--noise", "1e300", (0, 2)), ("predict", "--curvature", "1e300", (0, 2)),
     ("predict", "--steps", "-5", (2,)), ("predict", "--group-size", "9223372036854775808", (2,)),
@@ -343,13 +344,16 @@ AUDIT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", AUDIT_CASES, ids=["{} {} {}".format(*c[:3]) for c in AUDIT_CASES])
+@pytest.mark.parametrize("case", AUDIT_CASES, ids=[" ".join(c[:3]) + (" " + " ".join(c[4]) if len(c) > 4 else "")
+                                                   for c in AUDIT_CASES])
 def test_audit_cases(case, paths, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    command, flag, value, allowed = case
+    command, flag, value, allowed, *more = case
     action = next(a for a in flags(command) if flag in a.option_strings)
     out = tmp_path / "out"
     argv, vals = build_argv(command, action, [value], paths, str(out), 0)
+    for other, v in zip(more[0][::2], more[0][1::2]) if more else ():  # other flags of the case, as found
+        argv[argv.index(other) + 1] = v
     before = sorted(os.listdir(tmp_path))
     rc, problems = check_call(command, argv, action, vals, out)
     assert rc in allowed, f"grpojax {' '.join(argv)} -> {rc}, expected {allowed}"
