@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 
+from grpojax import ConfigError
+
 import grpojax.dynamics as dyn
 from grpojax.logs import RunLog
 from grpojax.monitor import MonitorConfig, hyperparams_from_meta, init_state, update
@@ -52,7 +54,7 @@ def test_persistence_forecast_matches_window_mean_and_cadence():
 def test_bounds_clip_the_forecast_and_its_interval():
     free = update(init_state(), _run(40), CFG)[1].forecast
     cap = 0.5 * (free["mean"] + free["hi"])  # between the forecast and its upper end
-    got = update(init_state(), _run(40), CFG._replace(bounds=(0.0, cap)))[1].forecast
+    got = update(init_state(), _run(40), CFG.replace(bounds=(0.0, cap)))[1].forecast
     assert got["hi"] == cap and got["mean"] == free["mean"] and got["lo"] == free["lo"]
 
 
@@ -102,13 +104,17 @@ def test_report_to_dict_is_json():
     assert d["run"] == "sim" and d["n_points"] == 80 and d["forecast"]["method"] == "persistence"
 
 
-@pytest.mark.parametrize("cfg, match", [(MonitorConfig(every=0), "every"), (MonitorConfig(method="magic"), "method"),
-                                        (MonitorConfig(level=1.5), "level"),
-                                        (MonitorConfig(bounds=(1.0, 0.0)), "bounds"),
-                                        (MonitorConfig(bounds=(0.0,)), "bounds")])
-def test_bad_config(cfg, match):
-    with pytest.raises(ValueError, match=match):
-        update(init_state(), _run(20), cfg)
+@pytest.mark.parametrize("kw, match", [(dict(every=0), "every=0; expected >= 1"),
+                                       (dict(method="magic"), "method='magic'; expected one of"),
+                                       (dict(level=1.5), "level=1.5; expected a finite number < 1"),
+                                       (dict(bounds=(1.0, 0.0)), r"bounds=\(1.0, 0.0\); expected lo < hi"),
+                                       (dict(bounds=(0.0,)), "bounds"), (dict(smooth=True), "smooth=True"),
+                                       (dict(evry=3), "unknown key 'evry'")])
+def test_bad_config(kw, match):
+    """A bad setting is refused where the config is built, in one line naming it."""
+    with pytest.raises(ConfigError, match=match) as exc:
+        MonitorConfig(**kw)
+    assert "\n" not in str(exc.value)
     with pytest.raises(TypeError, match="RunLog"):
         update(init_state(), {"reward_mean": [1.0]}, MonitorConfig())
 

@@ -28,6 +28,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from pydantic import Field, field_validator
+
+from grpojax._config import Bool, Config, Finite, Int
 from grpojax._errors import InvalidValueError
 from grpojax.logs import RunLog, moving_average
 
@@ -46,8 +49,8 @@ _META_KEYS = {
 }
 
 
-class MonitorConfig(NamedTuple):
-    """Settings of the watch engine.
+class MonitorConfig(Config):
+    """Settings of the watch engine (a frozen, validated config: ``config.replace(every=20)`` for a copy).
 
     Attributes:
         metric: column forecast (default ``reward_mean``).
@@ -66,14 +69,30 @@ class MonitorConfig(NamedTuple):
     """
 
     metric: str = "reward_mean"
-    every: int = 10
+    every: Int = Field(10, ge=1)
     method: str = "combined"
-    level: float = 0.9
-    end_step: float | None = None
-    window: float = 0.1
-    smooth: int = 5
-    diagnose: bool = True
-    bounds: tuple[float, float] | None = None
+    level: Finite = Field(0.9, gt=0, lt=1)
+    end_step: Finite | None = Field(None, gt=0)
+    window: Finite = Field(0.1, gt=0, lt=1)
+    smooth: Int = Field(5, ge=1)
+    diagnose: Bool = True
+    bounds: tuple[Finite, Finite] | None = None
+
+    @field_validator("method")
+    @classmethod
+    def _method(cls, v):
+        from grpojax.fit import WINDOW_METHODS  # noqa: PLC0415  (the engine imports fitting lazily)
+
+        if v not in WINDOW_METHODS:
+            raise ValueError(f"expected one of {', '.join(WINDOW_METHODS)}")
+        return v
+
+    @field_validator("bounds")
+    @classmethod
+    def _bounds(cls, v):
+        if v is not None and not v[0] < v[1]:
+            raise ValueError("expected lo < hi")
+        return v
 
 
 class WatchState(NamedTuple):
