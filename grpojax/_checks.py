@@ -5,7 +5,9 @@ A public function validates each numeric argument with :func:`check` and keeps t
     eta = check("eta", eta, lambda a: a > 0, "> 0 (the learning rate)")
 
 - concrete values (Python numbers, NumPy arrays, JAX arrays outside a trace) are checked on the host and
-  a bad one raises ``ValueError("eta must be > 0 (the learning rate), got eta=-1.0")``;
+  a bad one raises ``ValueError("eta must be > 0 (the learning rate), got eta=-1.0")``; with JAX's float64
+  off (its default), a float64 value that float32 cannot hold -- flushed to 0 or inf, or rounded out of
+  its range (``mu=0.9999999999`` is 1.0) -- is refused the same way instead of computed wrongly;
 - traced values (inside ``jit``/``vmap``/``grad``) are wrapped with :func:`equinox.error_if`, so a bad
   value raises at run time (``EqxRuntimeError`` eagerly, ``XlaRuntimeError`` from a compiled call, both
   carrying the same message) instead of returning a silently wrong answer. The returned array must be
@@ -98,7 +100,31 @@ def check(
         good = np.broadcast_to(np.asarray(ok(arr), bool), arr.shape)
     if not np.all(good):
         raise InvalidValueError(f"{name} must be {expected}, got {name}={_shown(arr, good)!r}")
+    if finite and arr.dtype == np.float64 and not jax.config.jax_enable_x64:
+        _check_float32(name, arr, ok, expected)
     return value
+
+
+_F32 = np.finfo(np.float32)
+
+
+def _check_float32(name: str, arr: np.ndarray, ok: Callable, expected: str) -> None:
+    """A float64 value JAX will compute with in float32 (x64 off) must survive the conversion: not flushed to
+    0 or to inf, and still ``ok`` (``mu=0.9999999999`` becomes 1.0); else one line saying what to do."""
+    with np.errstate(over="ignore", under="ignore"):
+        x32 = arr.astype(np.float32)
+    mag = np.abs(arr)
+    lost = (mag > _F32.max) | ((mag > 0) & (mag < _F32.tiny))
+    hint = "JAX computes in float32 here; enable float64 (jax.config.update('jax_enable_x64', True)) or rescale"
+    if np.any(lost):
+        v = _shown(arr, ~lost)
+        where = "beyond the float32 range" if abs(v) > float(_F32.max) else "below the smallest float32 number"
+        raise InvalidValueError(f"{name}={v!r} is {where} ({_F32.tiny:.2g} to {_F32.max:.3g}); {hint}")
+    with jax.ensure_compile_time_eval():
+        good32 = np.broadcast_to(np.asarray(ok(x32.astype(np.float64)), bool), arr.shape)
+    if not np.all(good32):
+        v = _shown(arr, good32)
+        raise InvalidValueError(f"{name}={v!r} is {float(np.float32(v))!r} in float32, which is not {expected}; {hint}")
 
 
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:

@@ -92,3 +92,19 @@ def test_library_errors_carry_the_classes(tmp_path):
 def test_a_bad_flag_is_status_2_and_a_bad_value_inside_is_too(capsys):
     assert main(["predict", "--eta", "-1", "--k-ref", "4", "--curvature", "0.5"]) == 2
     assert "argument --eta" in capsys.readouterr().err
+
+
+def test_values_float32_cannot_hold_are_refused_at_the_api():
+    """With JAX's float64 off, a value float32 flushes to 0 / inf or rounds out of range is refused, naming it."""
+    import jax
+
+    import grpojax.dynamics as dyn
+
+    with jax.enable_x64(False):
+        for args, name in (((1e-300, 0.9, 4, 0.5), "eta=1e-300 is below the smallest float32 number"),
+                           ((0.01, 0.9999999999, 4, 0.5), "mu=0.9999999999 is 1.0 in float32"),
+                           ((0.01, 0.9, 4, 1e300), "curvature=1e+300 is beyond the float32 range")):
+            with pytest.raises(InvalidValueError, match=name.replace("(", r"\(").replace("+", r"\+")):
+                dyn.from_hyperparams(*args)
+        assert float(dyn.from_hyperparams(0.01, 0.9, 4, 0.5).M) > 0
+    assert float(dyn.from_hyperparams(1e-300, 0.9, 4, 0.5).M) > 0  # float64 holds it
