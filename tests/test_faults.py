@@ -983,3 +983,16 @@ def test_sweep_under_a_full_disk_or_read_only_folder(tmp_path, capsys, monkeypat
         with tmpfs(tmp_path / "ro", "64k", readonly=True) as ro:
             rc, _, err = cli(capsys, *argv, "--out", str(ro / "out"))
         assert rc == 1 and "read-only file system" in one_line(err)
+
+
+def test_train_run_folder_writers_under_a_full_disk(tmp_path, capsys, monkeypatch, parity):
+    """Every run-folder file goes through the one atomic write: a full disk there is one line naming the file
+    (config.yaml is the first), and the user's config is untouched."""
+    cfg = user_config(tmp_path)
+    before = tree_hash(cfg)
+    _fake_full_disk(monkeypatch)
+    rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(tmp_path / "run"))
+    line = one_line(err)
+    assert rc == 1 and f"no space left on the device while writing {tmp_path / 'run'}" in line, line
+    assert tree_hash(cfg) == before
+    assert not [p for p in (tmp_path / "run").rglob("*.tmp")]
