@@ -11,7 +11,8 @@ products with a vector are ``jax.linearize`` Jacobian-vector products, and their
 from a Krylov method on those products — Arnoldi in general (the matrices need not be symmetric: an
 importance ratio or std-normalised advantages break the symmetry), Lanczos (the symmetric tridiagonal
 reduction, with full re-orthogonalisation) when the caller knows the matrix is symmetric. Convergence is
-reported, never assumed: the Ritz residual ‖A v − λ v‖ / |λ| and the Ritz value after every iteration.
+reported, never assumed: the Ritz residual ‖A v − λ v‖ (relative to the largest Ritz value) and the Ritz
+value after every iteration.
 
 The one-number reduction of the model takes the stiffest direction v of the total K = K_0 + K_d and the
 Rayleigh quotients K_0 = vᵀK_0v, K_d = vᵀK_d v along it (``stiffness``).
@@ -39,7 +40,8 @@ class EigenEstimate(NamedTuple):
       value: the eigenvalue estimate (real part; ``imag`` is its imaginary part).
       imag: imaginary part of the Ritz value (0 for a symmetric matrix).
       vector: ``(n,)`` the Ritz vector (real part, unit norm).
-      residual: ‖A v − λ v‖ / |λ| of the Ritz pair (relative).
+      residual: ‖A v − λ v‖ of the Ritz pair relative to the largest |Ritz value| (the spectrum's scale: the
+        leading eigenvalue itself may be ≈ 0, e.g. a stale stiffness that is nowhere positive).
       history: Ritz value after each iteration.
       iterations: Krylov dimension used.
       converged: residual ≤ ``rtol``.
@@ -104,7 +106,8 @@ def leading_eigen(matvec: Callable[[np.ndarray], np.ndarray], n: int, *, iters: 
         j = int(np.argmax(vals.real))
         lam, y = vals[j], vecs[:, j]
         y = y / np.linalg.norm(y)
-        res = float(h * abs(y[-1]) / max(abs(lam), 1e-300))
+        scale = max(abs(lam), float(np.abs(vals).max()), 1e-300)  # relative to the spectrum's scale: λ may be ≈ 0
+        res = float(h * abs(y[-1]) / scale)
         history.append(float(lam.real))
         vec = (Q[:, : k + 1] @ y).real
         k_used = k + 1
