@@ -252,7 +252,7 @@ def test_validity_single_mode_valid_mixture_of_rates_violated():
 def test_config_validation_and_severity_levels():
     with pytest.raises(ValueError, match="entropy_ratio"):
         DiagnoseConfig(entropy_ratio=-1.0)
-    with pytest.raises(ValueError, match="unknown DiagnoseConfig field"):
+    with pytest.raises(ValueError, match="unknown key 'not_a_threshold'"):
         DEFAULT_CONFIG.replace(not_a_threshold=1.0)
     assert [severity_level(x) for x in (0.0, 0.2, 0.5, 0.9)] == ["none", "low", "medium", "high"]
 

@@ -58,18 +58,10 @@ def register(subparsers) -> None:
 
 
 def _config(overrides: list[str]):
+    from grpojax._config import apply_overrides  # noqa: PLC0415
     from grpojax.diagnose import DEFAULT_CONFIG  # noqa: PLC0415
 
-    kv = {}
-    for item in overrides:
-        if "=" not in item:
-            raise CLIError(f"--set expects NAME=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            kv[k.strip()] = float(v)
-        except ValueError:
-            raise CLIError(f"--set {k.strip()}: {v!r} is not a number") from None
-    return DEFAULT_CONFIG.replace(**kv) if kv else DEFAULT_CONFIG
+    return apply_overrides(DEFAULT_CONFIG, overrides) if overrides else DEFAULT_CONFIG
 
 
 WIDTH = 80  # the report fits an 80-column terminal

@@ -1,8 +1,8 @@
 """Thresholds of the failure-mode detectors: one named, documented, overridable dataclass.
 
-Override any field with ``dataclasses.replace(DEFAULT_CONFIG, field=value)`` or
-``DiagnoseConfig(field=value)``; ``grpojax diagnose --set field=value`` does the same from the
-command line.
+Override any field with ``DEFAULT_CONFIG.replace(field=value)`` or ``DiagnoseConfig(field=value)``
+(a validated, frozen :class:`grpojax._config.Config`: every threshold is a finite number >= 0, unknown
+names are refused); ``grpojax diagnose --set field=value`` does the same from the command line.
 
 How the defaults were chosen (``experiments/failure_benchmark.py --quick``: 60 labelled softmax-bandit
 runs, 10 per failure mode and 20 healthy, every run with its own settings; its ``summary.json`` keeps
@@ -89,14 +89,12 @@ gap reads better. Measured gaps (quick benchmark, 2026-11-29):
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+from pydantic import Field, model_validator
 
-from grpojax._errors import ConfigError
+from grpojax._config import Config, Finite, Int
 
 
-@dataclasses.dataclass(frozen=True)
-class DiagnoseConfig:
+class DiagnoseConfig(Config):
     """Thresholds and window settings of every detector (see the module docstring for the why).
 
     Attributes:
@@ -159,88 +157,73 @@ class DiagnoseConfig:
         zero_std_target: fraction of zero-variance groups the degeneracy advice's group size aims at.
     """
 
-    min_points: int = 8
-    edge_fraction: float = 0.1
-    min_window_points: int = 3
-    initial_points: int = 3
-    early_points: int = 20
+    min_points: Int = Field(8, ge=0)
+    edge_fraction: Finite = Field(0.1, ge=0)
+    min_window_points: Int = Field(3, ge=0)
+    initial_points: Int = Field(3, ge=0)
+    early_points: Int = Field(20, ge=0)
     # advantage degeneracy
-    frac_zero_std_late: float = 0.5
-    reward_std_collapse_ratio: float = 0.1
-    zero_grad_fraction: float = 0.25
-    zero_grad_rel_tol: float = 1e-6
+    frac_zero_std_late: Finite = Field(0.5, ge=0)
+    reward_std_collapse_ratio: Finite = Field(0.1, ge=0)
+    zero_grad_fraction: Finite = Field(0.25, ge=0)
+    zero_grad_rel_tol: Finite = Field(1e-6, ge=0)
     # policy concentration
-    entropy_ratio: float = 0.12
-    reward_rise_t: float = 2.0
-    reward_done_at_entropy_half: float = 0.9
+    entropy_ratio: Finite = Field(0.12, ge=0)
+    reward_rise_t: Finite = Field(2.0, ge=0)
+    reward_done_at_entropy_half: Finite = Field(0.9, ge=0)
     # dynamical instability
-    oscillation_growth: float = 4.5
-    oscillation_block_fraction: float = 0.05
-    oscillation_min_block: int = 8
-    oscillation_max_block: int = 25
-    oscillation_alpha: float = 0.01
-    detrend_fraction: float = 0.1
-    detrend_max_points: int = 50
-    grad_norm_growth: float = 10.0
-    is_ratio_max_late: float = 10.0
-    p_unstable: float = 0.9
-    collapse_lost_fraction: float = 0.8
-    collapse_min_rise_sd: float = 3.0
-    entropy_blowup_ratio: float = 3.0
+    oscillation_growth: Finite = Field(4.5, ge=0)
+    oscillation_block_fraction: Finite = Field(0.05, ge=0)
+    oscillation_min_block: Int = Field(8, ge=0)
+    oscillation_max_block: Int = Field(25, ge=0)
+    oscillation_alpha: Finite = Field(0.01, ge=0)
+    detrend_fraction: Finite = Field(0.1, ge=0)
+    detrend_max_points: Int = Field(50, ge=0)
+    grad_norm_growth: Finite = Field(10.0, ge=0)
+    is_ratio_max_late: Finite = Field(10.0, ge=0)
+    p_unstable: Finite = Field(0.9, ge=0)
+    collapse_lost_fraction: Finite = Field(0.8, ge=0)
+    collapse_min_rise_sd: Finite = Field(3.0, ge=0)
+    entropy_blowup_ratio: Finite = Field(3.0, ge=0)
     # numerical blow-up (orders of magnitude, not tuned)
-    blowup_orders: float = 4.0
-    blowup_kl: float = 10.0
-    blowup_entropy_rel: float = 1e-6
+    blowup_orders: Finite = Field(4.0, ge=0)
+    blowup_kl: Finite = Field(10.0, ge=0)
+    blowup_entropy_rel: Finite = Field(1e-6, ge=0)
     # reward hacking
-    hacking_end_fraction: float = 0.2
-    min_eval_points: int = 4
-    decoupling: float = 0.45
-    decoupling_z: float = 3.0
-    decoupling_min_range_sd: float = 5.0
+    hacking_end_fraction: Finite = Field(0.2, ge=0)
+    min_eval_points: Int = Field(4, ge=0)
+    decoupling: Finite = Field(0.45, ge=0)
+    decoupling_z: Finite = Field(3.0, ge=0)
+    decoupling_min_range_sd: Finite = Field(5.0, ge=0)
     # mean-field validity
-    validity_r2_min: float = 0.8
-    validity_excess_max: float = 2.0
-    validity_min_signal: float = 0.1
-    validity_smooth: int = 10
+    validity_r2_min: Finite = Field(0.8, ge=0)
+    validity_excess_max: Finite = Field(2.0, ge=0)
+    validity_min_signal: Finite = Field(0.1, ge=0)
+    validity_smooth: Int = Field(10, ge=0)
     # training health
-    truncation_frac: float = 0.1
-    length_collapse_ratio: float = 0.2
-    plateau_fraction: float = 0.25
-    plateau_min_points: int = 10
-    plateau_min_gain: float = 0.05
-    clip_frac_high: float = 0.2
-    kl_bound: float = 1.0
-    kl_growth_ratio: float = 0.5
-    kl_growth_t: float = 3.0
-    kl_min_level: float = 0.01
-    grad_spike_z: float = 8.0
-    grad_spike_ratio: float = 5.0
-    component_share: float = 0.9
-    component_flat_rel: float = 1e-6
-    zero_std_target: float = 0.25
+    truncation_frac: Finite = Field(0.1, ge=0)
+    length_collapse_ratio: Finite = Field(0.2, ge=0)
+    plateau_fraction: Finite = Field(0.25, ge=0)
+    plateau_min_points: Int = Field(10, ge=0)
+    plateau_min_gain: Finite = Field(0.05, ge=0)
+    clip_frac_high: Finite = Field(0.2, ge=0)
+    kl_bound: Finite = Field(1.0, ge=0)
+    kl_growth_ratio: Finite = Field(0.5, ge=0)
+    kl_growth_t: Finite = Field(3.0, ge=0)
+    kl_min_level: Finite = Field(0.01, ge=0)
+    grad_spike_z: Finite = Field(8.0, ge=0)
+    grad_spike_ratio: Finite = Field(5.0, ge=0)
+    component_share: Finite = Field(0.9, ge=0)
+    component_flat_rel: Finite = Field(1e-6, ge=0)
+    zero_std_target: Finite = Field(0.25, ge=0)
 
-    def __post_init__(self):
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if not isinstance(v, (int, float)) or v != v or v < 0:
-                raise ConfigError(f"DiagnoseConfig.{f.name} must be a non-negative number, got {v!r}")
+    @model_validator(mode="after")
+    def _ranges(self):
         if not 0 < self.edge_fraction <= 0.5:
-            raise ConfigError(f"DiagnoseConfig.edge_fraction must be in (0, 0.5], got {self.edge_fraction}")
+            raise ValueError(f"edge_fraction={self.edge_fraction!r}; expected a number in (0, 0.5]")
         if not 0 < self.hacking_end_fraction < 1:
-            raise ConfigError("DiagnoseConfig.hacking_end_fraction must be in (0, 1), got "
-                             f"{self.hacking_end_fraction}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def replace(self, **overrides: Any) -> "DiagnoseConfig":
-        """A copy with ``overrides``; unknown names raise ``ValueError`` listing the valid ones."""
-        names = {f.name for f in dataclasses.fields(self)}
-        bad = sorted(set(overrides) - names)
-        if bad:
-            raise ConfigError(f"unknown DiagnoseConfig field(s) {bad}; valid: {sorted(names)}")
-        cast = {k: type(getattr(self, k))(v) for k, v in overrides.items()}
-        return dataclasses.replace(self, **cast)
+            raise ValueError(f"hacking_end_fraction={self.hacking_end_fraction!r}; expected a number in (0, 1)")
+        return self
 
 
 DEFAULT_CONFIG = DiagnoseConfig()
