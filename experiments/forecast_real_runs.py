@@ -64,7 +64,7 @@ WINDOW = 0.1
 LEVEL = 0.9
 FAMILIES = ("late_collapse", "second_rise", "schedule_step")
 SIM_SEED = 2026
-SIM_PER_FAMILY = 16
+SIM_PER_FAMILY = 12
 
 
 def load_corpus(root: pathlib.Path):
