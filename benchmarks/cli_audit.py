@@ -59,7 +59,7 @@ def _random_value(rng: random.Random, action) -> list:
             elif u < 0.7:  # a plausible value, so that many cases reach an answer to check
                 out.append(f"{10 ** rng.uniform(-6, 1):.6g}" if rng.random() < 0.8 else f"{rng.random():.6g}")
             else:
-                out.append(f"{rng.choice((-1, 1)) * 10 ** rng.uniform(-320, 320):.6g}")
+                out.append(f"{rng.choice(('-', ''))}{rng.uniform(1, 10):.4f}e{rng.randint(-320, 320)}")
         elif action.type is not None and getattr(action.type, "__name__", "") in ("integer", "int"):
             u = rng.random()
             if u < 0.35:
@@ -145,7 +145,8 @@ def main() -> int:
                 argv, vals_of = _argv(command, picks, paths, out, n)
                 action, vals = vals_of[-1]
                 if len(vals_of) == 2:  # two flags: the error may name either
-                    rc, problems = fz.check_call(command, argv, None, [], pathlib.Path(out))
+                    given_out = next((v[0] for x, v in vals_of if x.dest == "out" and v), None)
+                    rc, problems = fz.check_call(command, argv, None, [], pathlib.Path(given_out or out))
                     any_path = any(fz._is_path(x) for x, _ in vals_of)
                     problems = [p for p in problems if "does not name" not in p
                                 and not (any_path and "exit 1 for a value" in p)]

@@ -107,8 +107,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> pathl
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
-        if isinstance(e, OSError) and e.errno is not None and (e.filename is None or str(e.filename) == tmp):
-            raise type(e)(e.errno, e.strerror or str(e), str(path)) from e  # name the file the user asked for
+        ours = e.filename is None or os.path.basename(str(e.filename)).startswith(f".{path.name}.")
+        if isinstance(e, OSError) and e.errno is not None and ours:  # name the file the user asked for, not the temporary
+            raise type(e)(e.errno, e.strerror or str(e), str(path)) from e
         raise
     return path
 

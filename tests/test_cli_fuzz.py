@@ -48,7 +48,8 @@ FLOAT_EDGES = ("0", "-0", "-1", "1", "0.5", "1e-300", "-1e-300", "1e300", "-1e30
 INT_EDGES = ("0", "-1", "-5", "1", "2", "3", "2147483647", "2147483648", "9223372036854775808",
              "-9223372036854775809", "1.5", "1e3", "", "abc", "٣", "nan")
 STR_EDGES = ("", "nope", "ünïcödé ✓", "a=b", "-", "x" * 300)
-SET_EDGES = ("entropy_ratio=nan", "entropy_ratio=1e300", "entropy_ratio=-1", "=", "nope", "nope=1", "entropy_ratio=")
+SET_EDGES = ("entropy_ratio=nan", "entropy_ratio=1e300", "entropy_ratio=-1", "=", "nope", "nope=1", "entropy_ratio=",
+             "kl_bound=0", "min_points=0", "hacking_end_fraction=0.999")
 PATH_KINDS = ("file", "folder", "missing", "unwritable", "empty", "unicode", "below_a_file")
 
 # internal names that must never reach a user (the flags are spelt --p-star, --noise, ...)
@@ -341,6 +342,9 @@ AUDIT_CASES = [
     ("fit", "--smooth", "1000000", (2,)), ("fit", "--smooth", "9223372036854775808", (2,)),
     ("advise", "--group-size", "9223372036854775808", (2,)),
     ("diagnose", "--forecast", "0.999", (2,)),
+    # found by benchmarks/cli_audit.py: thresholds at the edge of their range
+    ("diagnose", "--set", "kl_bound=-0", (0, 2)), ("diagnose", "--set", "plateau_min_points=0", (0, 2)),
+    ("diagnose", "--set", "hacking_end_fraction=0.99", (0, 2)), ("diagnose", "--set", "grad_spike_ratio=0", (0, 2)),
 ]
 
 

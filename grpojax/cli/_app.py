@@ -87,6 +87,8 @@ def _classify(exc: BaseException) -> tuple[int, str] | None:
     if isinstance(exc, PermissionError):
         return 1, f"{exc.filename}: permission denied" if exc.filename else _one_line(exc)
     if isinstance(exc, OSError):
+        if exc.errno == errno.ENAMETOOLONG:  # a path the user gave
+            return 2, f"{exc.filename}: file name too long" if exc.filename else _one_line(exc)
         if exc.errno == errno.ENOSPC:
             return 1, f"no space left on the device{f' while writing {exc.filename}' if exc.filename else ''}"
         if exc.errno == errno.EROFS:

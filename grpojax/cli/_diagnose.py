@@ -61,7 +61,12 @@ def _config(overrides: list[str]):
     from grpojax._config import apply_overrides  # noqa: PLC0415
     from grpojax.diagnose import DEFAULT_CONFIG  # noqa: PLC0415
 
-    return apply_overrides(DEFAULT_CONFIG, overrides) if overrides else DEFAULT_CONFIG
+    from grpojax._errors import UserError  # noqa: PLC0415
+
+    try:
+        return apply_overrides(DEFAULT_CONFIG, overrides) if overrides else DEFAULT_CONFIG
+    except UserError as exc:  # the key is named; say which flag it came from
+        raise CLIError(f"--set: {exc}") from None
 
 
 WIDTH = 80  # the report fits an 80-column terminal

@@ -204,7 +204,7 @@ class DiagnoseConfig(Config):
     truncation_frac: Finite = Field(0.1, ge=0)
     length_collapse_ratio: Finite = Field(0.2, ge=0)
     plateau_fraction: Finite = Field(0.25, ge=0)
-    plateau_min_points: Int = Field(10, ge=0)
+    plateau_min_points: Int = Field(10, ge=3)  # a least-squares gain needs >= 3 points
     plateau_min_gain: Finite = Field(0.05, ge=0)
     clip_frac_high: Finite = Field(0.2, ge=0)
     kl_bound: Finite = Field(1.0, ge=0)
@@ -212,7 +212,7 @@ class DiagnoseConfig(Config):
     kl_growth_t: Finite = Field(3.0, ge=0)
     kl_min_level: Finite = Field(0.01, ge=0)
     grad_spike_z: Finite = Field(8.0, ge=0)
-    grad_spike_ratio: Finite = Field(5.0, ge=0)
+    grad_spike_ratio: Finite = Field(5.0, gt=0)
     component_share: Finite = Field(0.9, ge=0)
     component_flat_rel: Finite = Field(1e-6, ge=0)
     zero_std_target: Finite = Field(0.25, ge=0)

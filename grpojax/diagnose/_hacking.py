@@ -53,7 +53,10 @@ def detect_reward_hacking(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     ok_t, ok_e = np.isfinite(rt), np.isfinite(re)
     st, rt, se, re = st[ok_t], rt[ok_t], se[ok_e], re[ok_e]
     n_ev = re.size
-    m = max(2, int(round(cfg.hacking_end_fraction * n_ev)))
+    if n_ev < 3 or rt.size < 3:
+        return ModeResult(MODE, "insufficient_data",
+                          reason=f"needs >= 3 finite reward_mean and eval_reward points (has {rt.size} and {n_ev})")
+    m = min(max(2, int(round(cfg.hacking_end_fraction * n_ev))), n_ev - 1)  # >= 1 eval point before the end window
     smooth_e = centred_mean(re, 3) if n_ev >= 6 else re
     # eval saturation: the first (smoothed) eval point within 2 standard errors of the eval maximum, with
     # at least m eval points after it (on a flat plateau the argmax itself is wherever the noise put it)

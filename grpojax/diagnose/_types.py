@@ -173,6 +173,8 @@ _KINDS = ("ratio", "level", "fraction", "probability", "zscore", "flag", "gate")
 
 def _score(value: float, threshold: float, op: str, kind: str) -> float:
     """Severity score of a triggered comparison (see :func:`make_evidence`)."""
+    if kind in ("ratio", "level", "zscore") and op == ">=" and not threshold > 0:
+        return 1.0  # a threshold set to 0 (--set name=0): any value is past it without measure
     if kind == "ratio":
         lv, lt = np.log(max(value, 1e-300)), np.log(threshold)
         return 1.0 if lt == 0 else float(np.clip(lv / (2 * lt), 0.0, 1.0))
