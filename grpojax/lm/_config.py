@@ -1,17 +1,19 @@
 """Decoder configuration read from (and written back to) a Hugging Face ``config.json``.
 
-One frozen, hashable dataclass covers the Qwen2 and Llama families (and Llama-like checkpoints such as
-DeepSeek-LLM or Mistral without sliding windows). It is hashable so that it can sit in an NNX graph
-definition and be a static argument of ``jax.jit``.
+One frozen, validated, hashable config (a :class:`grpojax._config.Config`) covers the Qwen2 and Llama
+families (and Llama-like checkpoints such as DeepSeek-LLM or Mistral without sliding windows). It is
+hashable so that it can sit in an NNX graph definition and be a static argument of ``jax.jit``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pathlib
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
+from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
+
+from grpojax._config import Bool, Config, Finite, Int
 from grpojax._errors import InvalidValueError
 
 __all__ = ["ModelConfig", "SUPPORTED_MODEL_TYPES"]
@@ -30,8 +32,7 @@ def _as_eos(value: Any) -> tuple[int, ...]:
     return (int(value),)
 
 
-@dataclasses.dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(Config):
     """Architecture hyper-parameters of a Qwen2/Llama decoder.
 
     Attributes:
@@ -54,49 +55,47 @@ class ModelConfig:
         model_type: ``"qwen2"`` or ``"llama"``.
     """
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    rope_theta: float = 10000.0
-    rope_scaling: Mapping[str, Any] | None = None
-    rms_norm_eps: float = 1e-6
-    tie_word_embeddings: bool = False
-    attention_bias: bool = False
-    max_position_embeddings: int = 4096
-    bos_token_id: int | None = None
-    eos_token_id: tuple[int, ...] = ()
-    pad_token_id: int | None = None
+    vocab_size: Int = Field(ge=1)
+    hidden_size: Int = Field(ge=1)
+    intermediate_size: Int = Field(ge=1)
+    num_hidden_layers: Int = Field(ge=1)
+    num_attention_heads: Int = Field(ge=1)
+    num_key_value_heads: Int = Field(ge=1)
+    head_dim: Int = Field(ge=1)
+    rope_theta: Finite = Field(10000.0, gt=0)
+    rope_scaling: dict[str, Any] | None = None
+    rms_norm_eps: Finite = Field(1e-6, gt=0)
+    tie_word_embeddings: Bool = False
+    attention_bias: Bool = False
+    max_position_embeddings: Int = Field(4096, ge=1)
+    bos_token_id: Int | None = None
+    eos_token_id: Annotated[tuple[int, ...], BeforeValidator(_as_eos)] = ()
+    pad_token_id: Int | None = None
     model_type: str = "llama"
+    _hash: int | None = PrivateAttr(default=None)
 
-    def __post_init__(self):
+    @model_validator(mode="after")
+    def _check(self):
         if self.model_type not in SUPPORTED_MODEL_TYPES:
-            raise InvalidValueError(f"model_type={self.model_type!r} is not supported; expected one of {SUPPORTED_MODEL_TYPES}")
+            raise ValueError(f"model_type={self.model_type!r} is not supported; expected one of {SUPPORTED_MODEL_TYPES}")
         if self.num_attention_heads % self.num_key_value_heads:
-            raise InvalidValueError(
+            raise ValueError(
                 f"num_attention_heads={self.num_attention_heads} must be a multiple of "
                 f"num_key_value_heads={self.num_key_value_heads}"
             )
         if self.head_dim % 2:
-            raise InvalidValueError(f"head_dim={self.head_dim} must be even for rotary embeddings")
+            raise ValueError(f"head_dim={self.head_dim} must be even for rotary embeddings")
         if self.rope_scaling is not None:
             rtype = self.rope_scaling.get("rope_type", self.rope_scaling.get("type", "default"))
             if rtype not in _SUPPORTED_ROPE_TYPES:
-                raise InvalidValueError(f"rope_scaling type {rtype!r} is not supported; expected one of {_SUPPORTED_ROPE_TYPES}")
-            # Freeze to a plain dict copy so that later mutation of the caller's dict cannot change us.
-            object.__setattr__(self, "rope_scaling", dict(self.rope_scaling))
-        object.__setattr__(self, "eos_token_id", _as_eos(self.eos_token_id))
+                raise ValueError(f"rope_scaling type {rtype!r} is not supported; expected one of {_SUPPORTED_ROPE_TYPES}")
+        return self
 
     # Hashable although rope_scaling is a dict (needed for jit static args / NNX graphdefs).
     def __hash__(self) -> int:
-        h = self.__dict__.get("_hash")
-        if h is None:
-            h = hash(json.dumps(self.to_hf(), sort_keys=True))
-            object.__setattr__(self, "_hash", h)
-        return h
+        if self._hash is None:
+            self._hash = hash(json.dumps(self.to_hf(), sort_keys=True))
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ModelConfig):
@@ -213,7 +212,3 @@ class ModelConfig:
         else:
             out["use_sliding_window"] = False
         return out
-
-    def replace(self, **changes: Any) -> "ModelConfig":
-        """A copy with some fields changed (``dataclasses.replace``)."""
-        return dataclasses.replace(self, **changes)
