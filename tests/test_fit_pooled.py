@@ -164,7 +164,7 @@ def test_a_learning_rate_effect_on_the_plateau_is_recovered_in_sign():
     truth = 0.08 / math.log(10.0)  # per unit of log(lr)
     for effect in (True, False):
         rng = np.random.default_rng(7)
-        p = 0.55 + (0.08 * np.log10(lrs / 1e-5) if effect else 0.0)
+        p = 0.55 + (0.08 * np.log10(lrs / 1e-5) if effect else np.zeros(lrs.size))
         curves = [_curve(rng, pi, 0.06, sd=0.02) for pi in p]
         post = fit_pooled(curves, key=jax.random.key(1), covariates={"lr": np.log(lrs)}, law="exponential",
                           num_warmup=300, num_samples=300)

@@ -408,10 +408,13 @@ def fit_pooled(curves, *, key, names=None, covariates=None, groups=None, law: st
     start = time.perf_counter()
     draws, divergences = [], 0
     for c, k in enumerate(jax.random.split(key, int(num_chains))):
-        state = kernel.init(k, int(num_warmup), init, model_args=args)
-        z, div = _chain(kernel, state, args, int(num_warmup) + int(num_samples))
-        z = {name: v[int(num_warmup):] for name, v in z.items()}
-        draws.append({name: np.asarray(v) for name, v in _constrain(kernel, z, args).items()})
+        # numpyro's NUTS mixes integer counters with floats: it runs under standard dtype promotion even
+        # where a caller made promotion strict
+        with jax.numpy_dtype_promotion("standard"):
+            state = kernel.init(k, int(num_warmup), init, model_args=args)
+            z, div = _chain(kernel, state, args, int(num_warmup) + int(num_samples))
+            z = {name: v[int(num_warmup):] for name, v in z.items()}
+            draws.append({name: np.asarray(v) for name, v in _constrain(kernel, z, args).items()})
         divergences += int(np.sum(np.asarray(div)[int(num_warmup):]))
     runtime = time.perf_counter() - start
     post = {k: np.stack([d[k] for d in draws]) for k in draws[0]}
