@@ -96,7 +96,7 @@ def _exclusive(command: str, action: argparse.Action) -> list[str]:
 
 
 def _is_path(action: argparse.Action) -> bool:
-    return action.dest in ("log", "out", "json", "probe", "config")
+    return action.dest in ("log", "out", "json", "csv", "probe", "config")
 
 
 def values_for(action: argparse.Action) -> st.SearchStrategy:
@@ -345,6 +345,7 @@ AUDIT_CASES = [
     # found by benchmarks/cli_audit.py: thresholds at the edge of their range
     ("diagnose", "--set", "kl_bound=-0", (0, 2)), ("diagnose", "--set", "plateau_min_points=0", (0, 2)),
     ("diagnose", "--set", "hacking_end_fraction=0.99", (0, 2)), ("diagnose", "--set", "grad_spike_ratio=0", (0, 2)),
+    ("diagnose", "--set", "min_points=0", (0, 2)), ("predict", "--csv", "x" * 300, (2,)),
 ]
 
 

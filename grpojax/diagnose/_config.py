@@ -157,7 +157,7 @@ class DiagnoseConfig(Config):
         zero_std_target: fraction of zero-variance groups the degeneracy advice's group size aims at.
     """
 
-    min_points: Int = Field(8, ge=0)
+    min_points: Int = Field(8, ge=3)  # the statistics (regressions, medians of windows) need >= 3 points
     edge_fraction: Finite = Field(0.1, ge=0)
     min_window_points: Int = Field(3, ge=0)
     initial_points: Int = Field(3, ge=0)
