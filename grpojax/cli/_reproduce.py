@@ -33,6 +33,7 @@ EXPERIMENTS = (
     ("advisor_validation", "Hyperparameter advisor vs measured bandit outcomes"),
     ("diagnose_real_runs", "Detectors on hand-labelled real runs, beside rldoctor"),
     ("forecast_real_runs", "Window forecasts of real runs against three baselines"),
+    ("network_stability_atlas", "Stability map of a policy network against the exact threshold"),
 )
 
 EXAMPLE = """Example:
