@@ -281,6 +281,8 @@ def check_call(command: str, argv: list[str], action: argparse.Action | None, va
     rc, stdout, stderr = call(argv)
     lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.lstrip().startswith(("warning", "━"))
              and "━" not in ln]
+    if "--explain" in argv and rc != 0:  # the read report the user asked for comes first, then the error
+        lines = lines[-1:]
     where = f"grpojax {' '.join(argv)} -> {rc}: {stderr.strip()[-600:]}"
     if rc == 0:
         return rc, [f"{p}  [{where}]" for p in check_answer(command, argv, out, stdout, stderr)]

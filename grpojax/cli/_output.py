@@ -18,12 +18,26 @@ from typing import Any
 from grpojax.cli._types import out_path
 
 
+def _dest(text: str) -> str:
+    """A FILE for the rows: ``-`` (stdout) or a path that is not an existing folder (checked before any work)."""
+    import argparse  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    text = out_path(text)
+    if text != "-" and os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a folder; expected a file to write the rows to (or - for stdout)")
+    return text
+
+
+_dest.__name__ = "path"
+
+
 def add_table_output_args(p, *, json_help: str | None = None) -> None:
     """``--json [FILE]`` / ``--csv [FILE]`` (mutually exclusive; ``-`` or no FILE: stdout)."""
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--json", nargs="?", const="-", default=None, type=out_path, metavar="FILE",
+    g.add_argument("--json", nargs="?", const="-", default=None, type=_dest, metavar="FILE",
                    help=json_help or "the table as JSON: on stdout (no FILE, or -) instead of the table, or into FILE")
-    g.add_argument("--csv", nargs="?", const="-", default=None, type=out_path, metavar="FILE",
+    g.add_argument("--csv", nargs="?", const="-", default=None, type=_dest, metavar="FILE",
                    help="the table as CSV (one header line): on stdout (no FILE, or -) instead of the table, or into FILE")
 
 
