@@ -212,12 +212,24 @@ def _finite(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
+def _load(path: pathlib.Path):
+    """A result file with its ``"inf"`` / ``"-inf"`` strings read back as floats (NaN is already null)."""
+    def numbers(x):
+        if isinstance(x, dict):
+            return {k: numbers(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [numbers(v) for v in x]
+        return float(x) if x in ("inf", "-inf", "nan") else x
+
+    return numbers(json.loads(path.read_text()))
+
+
 def check_answer(command: str, argv: list[str], out: pathlib.Path, stdout: str, stderr: str) -> list[str]:
     """Contradictions in a successful answer (an empty list when it is consistent with itself)."""
     bad = []
     flag = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--")}
     if command == "predict":
-        res = json.loads((out / "prediction.json").read_text())
+        res = _load(out / "prediction.json")
         for k in ("eta", "mu", "curvature"):
             given = float(flag[f"--{k}"])
             if not math.isclose(res["inputs"][k], given, rel_tol=1e-6, abs_tol=0.0):
@@ -237,7 +249,7 @@ def check_answer(command: str, argv: list[str], out: pathlib.Path, stdout: str, 
             if _finite(ex["critical_eta"]) and ex["critical_eta"] > 0 and not (cf["critical_eta"] or 0) > 0:
                 bad.append(f"closed-form critical η {cf['critical_eta']} beside exact {ex['critical_eta']}")
     elif command == "advise":
-        res = json.loads((out / "advice.json").read_text()) if (out / "advice.json").exists() else None
+        res = _load(out / "advice.json") if (out / "advice.json").exists() else None
         if res is not None:
             rho, margin = res.get("spectral_radius"), res.get("margin")
             if _finite(rho) and _finite(margin) and (rho < 1.0) != (margin > 0) and abs(rho - 1) > 1e-6:
@@ -248,13 +260,13 @@ def check_answer(command: str, argv: list[str], out: pathlib.Path, stdout: str, 
                 if not lo * (1 - 1e-6) <= eta <= hi * (1 + 1e-6):
                     bad.append(f"in_range but η {eta} outside {res['eta_range']}")
     elif command == "simulate":
-        res = json.loads((out / "simulation.json").read_text())
+        res = _load(out / "simulation.json")
         if not (_finite(res["inputs"]["horizon"]) and res["inputs"]["horizon"] > 0):
             bad.append(f"horizon {res['inputs']['horizon']}")
         if res["final"]["t"] <= 0:
             bad.append(f"final time {res['final']['t']}")
     elif command in ("fit", "diagnose"):
-        res = json.loads((out / f"{'fit' if command == 'fit' else 'diagnosis'}.json").read_text())
+        res = _load(out / f"{'fit' if command == 'fit' else 'diagnosis'}.json")
         bounds = None
         if "--bounds" in argv:
             i = argv.index("--bounds")
