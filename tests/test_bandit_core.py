@@ -9,7 +9,6 @@ import pytest
 import scipy.stats as st
 
 from grpojax.bandit import (
-    LOG_COLUMNS,
     BanditConfig,
     MultiArmConfig,
     binomial,
@@ -25,6 +24,7 @@ from grpojax.bandit import (
     stiffness,
     with_fixed_point,
 )
+from grpojax.bandit._rollout import LOG_COLUMNS
 
 
 def _chi2_pvalue(samples: np.ndarray, n: int, p: float) -> float:

@@ -78,7 +78,8 @@ def test_train_cli_refuses_a_tokenizer_that_does_not_fit_the_model(tmp_path, cap
 
 
 def test_shipped_smollm2_gsm8k_config_and_data():
-    from grpojax.grpo import ParseOptions, load_jsonl
+    from grpojax.grpo._data import load_jsonl
+    from grpojax.grpo._rewards import ParseOptions
     from grpojax.grpo._trainer import DATA_DIR, _data_file
 
     cfg = load_config("smollm2-gsm8k")

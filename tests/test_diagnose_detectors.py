@@ -5,20 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grpojax.diagnose import (
-    ALL_MODES,
-    DEFAULT_CONFIG,
-    MODES,
-    DiagnoseConfig,
-    check_mean_field_validity,
-    detect_advantage_degeneracy,
-    detect_dynamical_instability,
-    detect_policy_concentration,
-    detect_reward_hacking,
-    diagnose,
-    p_unstable_from_fit,
-    severity_level,
-)
+from grpojax.diagnose import ALL_MODES, DEFAULT_CONFIG, MODES, DiagnoseConfig, diagnose
+from grpojax.diagnose._concentration import detect_policy_concentration
+from grpojax.diagnose._degeneracy import detect_advantage_degeneracy
+from grpojax.diagnose._diagnose import p_unstable_from_fit
+from grpojax.diagnose._hacking import detect_reward_hacking
+from grpojax.diagnose._instability import detect_dynamical_instability
+from grpojax.diagnose._types import severity_level
+from grpojax.diagnose._validity import check_mean_field_validity
 from grpojax.fit import BayesFit
 from grpojax.logs import RunLog
 

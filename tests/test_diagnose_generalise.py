@@ -191,7 +191,7 @@ def test_steadily_rising_curves_are_not_oscillations():
     """Monotone rises (sigmoid, exponential, linear) with binomial noise and no reward_std column: the old
     statistic fired on ~half of the sigmoid runs (noise bounded near 0 in the first block); the
     bounded-noise normalisation leaves <= 2 of 36."""
-    from grpojax.diagnose import detect_dynamical_instability
+    from grpojax.diagnose._instability import detect_dynamical_instability
 
     rng = np.random.default_rng(6)
     hits = 0

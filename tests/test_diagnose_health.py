@@ -7,10 +7,17 @@ import dataclasses
 import numpy as np
 import pytest
 
-from grpojax.diagnose import (ALL_MODES, DEFAULT_CONFIG, detect_clip_saturation, detect_gradient_spikes,
-                              detect_kl_drift, detect_learning_plateau, detect_length_pathology,
-                              detect_policy_concentration, detect_reward_imbalance, diagnose, group_size_for,
-                              pass_rate_from_zero_std, zero_std_fraction)
+from grpojax.diagnose import ALL_MODES, DEFAULT_CONFIG, diagnose, group_size_for, zero_std_fraction
+from grpojax.diagnose._advice import pass_rate_from_zero_std
+from grpojax.diagnose._concentration import detect_policy_concentration
+from grpojax.diagnose._health import (
+    detect_clip_saturation,
+    detect_gradient_spikes,
+    detect_kl_drift,
+    detect_learning_plateau,
+    detect_length_pathology,
+    detect_reward_imbalance,
+)
 from grpojax.logs import RunLog
 
 CFG = DEFAULT_CONFIG
@@ -292,7 +299,7 @@ def _blowing_up(n=40, seed=0):
 
 
 def test_entropy_blow_up_is_instability_at_any_logged_length():
-    from grpojax.diagnose import detect_dynamical_instability
+    from grpojax.diagnose._instability import detect_dynamical_instability
 
     run = _blowing_up()
     for r in (run, _truncate(run, 0.5), _flat_tail(run, 3)):

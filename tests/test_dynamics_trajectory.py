@@ -8,6 +8,7 @@ import pytest
 from jax.scipy.linalg import expm
 
 import grpojax.dynamics as dyn
+from grpojax.dynamics._trajectory import state_trajectory
 
 
 def _params_with_zeta(zeta, M=1.3, K=0.02):
@@ -101,7 +102,7 @@ def test_mean_reward_and_state_trajectory():
     ts = jnp.array([0.0, 10.0, 100.0])
     r = dyn.mean_reward(p, ts, 0.2)
     np.testing.assert_allclose(r, 0.8 + (0.2 - 0.8) * dyn.trajectory(p, ts))
-    x = dyn.state_trajectory(p, ts, jnp.array([-0.6, 0.0]))
+    x = state_trajectory(p, ts, jnp.array([-0.6, 0.0]))
     np.testing.assert_allclose(x[:, 0], r - 0.8, rtol=1e-12)
     with pytest.raises(ValueError, match="t"):
         dyn.trajectory(p, -1.0)

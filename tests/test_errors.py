@@ -76,7 +76,8 @@ def test_the_classes():
 def test_library_errors_carry_the_classes(tmp_path):
     """Where the library knows the error, it raises the class: a value check, a log, a run folder, a checkpoint."""
     import grpojax.dynamics as dyn
-    from grpojax.grpo import CheckpointError, RunFolderError
+    from grpojax.grpo._checkpoint import CheckpointError
+    from grpojax.grpo._run_folder import RunFolderError
     from grpojax.logs import LogFormatError, read_log
 
     with pytest.raises(InvalidValueError, match="eta"):

@@ -27,7 +27,8 @@ import yaml
 
 import grpojax.grpo._trainer as trainer_mod
 from grpojax.cli import main
-from grpojax.grpo import CheckpointError, CheckpointStore, RunLock, read_jsonl_metrics, save_config
+from grpojax.grpo import CheckpointStore, RunLock, read_jsonl_metrics, save_config
+from grpojax.grpo._checkpoint import CheckpointError
 from grpojax.grpo._checkpoint import CHECKSUM_FILE
 from grpojax.logs import read_log
 

@@ -14,14 +14,13 @@ from grpojax.fit import (
     COMBINED_METHODS,
     FORECAST_TAUS,
     calibrated_forecast,
-    calibration_from_dict,
     crps_quantiles,
-    default_calibration,
     fit_calibration,
     metric_bounds,
     split_normal_quantiles,
     winkler_score,
 )
+from grpojax.fit._calibration import calibration_from_dict, default_calibration
 
 
 def test_wider_interval_with_the_same_coverage_scores_worse():

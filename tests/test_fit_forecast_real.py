@@ -11,7 +11,8 @@ import jax
 import numpy as np
 import pytest
 
-from grpojax.fit import CREEP_VARIANTS, fit_creep_batched, forecast_window, forecast_windows, logistic_curve
+from grpojax.fit import forecast_window, forecast_windows
+from grpojax.fit._creep import VARIANTS as CREEP_VARIANTS, fit_creep_batched, logistic_curve
 
 REAL = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "real-logs"
 VERL = REAL / "verl-qwen2-7b-math-gpg.log"

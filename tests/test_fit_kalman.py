@@ -9,7 +9,8 @@ import pytest
 from scipy.stats import multivariate_normal
 
 from grpojax.dynamics import OscillatorParams
-from grpojax.fit import kalman_filter, kalman_loglik, oscillator_loglik, oscillator_transitions, step_intervals
+from grpojax.fit import kalman_filter, step_intervals
+from grpojax.fit._kalman import kalman_loglik, oscillator_loglik, oscillator_transitions
 from grpojax.fit._kalman import quadrature_transition
 from grpojax.sde import exact_transition
 

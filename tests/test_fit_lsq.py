@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from grpojax.dynamics import ThreePhase, damping_ratio, from_hyperparams, mean_reward, natural_frequency
-from grpojax.fit import check_curve, fit_law, fit_laws_batched, noise_variance
+from grpojax.fit import fit_law, fit_laws_batched
+from grpojax.fit._data import check_curve, noise_variance
 from grpojax.logs import moving_average
 
 STEPS = np.arange(1.0, 201.0)

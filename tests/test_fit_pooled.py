@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from numpyro import handlers
 
-from grpojax.fit import fit_creep, fit_pooled, forecast_pooled, run_covariates
+from grpojax.fit import fit_pooled, forecast_pooled, run_covariates
+from grpojax.fit._creep import fit_creep
 from grpojax.fit._creep import creep_model
 from grpojax.fit._pooled import _RHO_HI, _RHO_LO, pooled_model
 from grpojax.logs import RunLog

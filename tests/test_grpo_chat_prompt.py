@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from grpojax.grpo import chat_messages, chat_prompt_ids
+from grpojax.grpo import chat_prompt_ids
+from grpojax.grpo._data import chat_messages
 from grpojax.lm import Tokenizer, char_tokenizer
 
 # a tiny template in the ChatML style, with a default system turn when none is given

@@ -6,13 +6,8 @@ import json
 
 import pytest
 
-from grpojax.grpo import (
-    arith_problems,
-    correctness_reward,
-    load_jsonl,
-    sample_batch,
-    split_heldout,
-)
+from grpojax.grpo import arith_problems, correctness_reward, sample_batch, split_heldout
+from grpojax.grpo._data import load_jsonl
 from grpojax.lm import char_tokenizer, codec_from_tokenizer
 
 

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from grpojax.grpo import aggregate, clipped_surrogate, grpo_loss, group_advantages, k3_kl
+from grpojax.grpo import grpo_loss, group_advantages
+from grpojax.grpo._loss import aggregate, clipped_surrogate, k3_kl
 
 
 def test_advantages_hand_computed():

@@ -90,7 +90,8 @@ def test_token_classes_refuse_a_vocabulary_without_hash_or_with_multi_digit_toke
 
 @pytest.mark.slow  # compiles the sampler (about 10 s on a loaded 2-core machine)
 def test_sample_completions_logprobs_equal_teacher_forcing_and_stop_at_eos():
-    from grpojax.grpo import completion_logprobs, sample_completions
+    from grpojax.grpo import completion_logprobs
+    from grpojax.grpo._rollout import sample_completions
     from grpojax.lm import ModelConfig, init_model
 
     mc = ModelConfig(vocab_size=12, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,

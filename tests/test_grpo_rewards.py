@@ -7,15 +7,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from grpojax.grpo import (
+from grpojax.grpo import correctness_reward, score_completions
+from grpojax.grpo._rewards import (
     answers_equal,
     combine_rewards,
-    correctness_reward,
     extract_answer,
     extract_boxed,
     format_reward,
     parse_number,
-    score_completions,
 )
 
 
@@ -112,7 +111,7 @@ def test_unparseable_scores_zero_and_is_counted():
 
 
 # ---------------------------------------------------------------- answer formats (ParseOptions)
-from grpojax.grpo import ANSWER_FORMATS, ParseOptions  # noqa: E402
+from grpojax.grpo._rewards import ANSWER_FORMATS, ParseOptions
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
-from grpojax.grpo import jacobian_products, leading_eigen, stiffness
+from grpojax.grpo import stiffness
+from grpojax.grpo._stiffness import jacobian_products, leading_eigen
 
 P, A, H = 6, 5, 6
 

@@ -12,11 +12,11 @@ from grpojax.grpo import (
     CheckpointStore,
     GRPOTrainer,
     NonFiniteLossError,
-    Scored,
     TrainConfig,
     apply_overrides,
     read_jsonl_metrics,
 )
+from grpojax.grpo._rewards import Scored
 
 TINY = [
     "steps=4", "tokenizer.kind=word", "data.difficulty=1", "data.n_train=400", "data.max_prompt_len=24",
@@ -322,7 +322,7 @@ def test_chat_template_builds_the_prompts(tmp_path):
 
 
 def test_reward_parse_options_reach_the_scorer(tmp_path, monkeypatch):
-    from grpojax.grpo import ParseOptions
+    from grpojax.grpo._rewards import ParseOptions
 
     seen = []
 
@@ -346,7 +346,7 @@ def test_char_tokenizer_with_a_pretrained_checkpoint_is_refused(tmp_path):
 
 
 def test_data_path_may_name_a_shipped_dataset(tmp_path):
-    from grpojax.grpo import load_jsonl
+    from grpojax.grpo._data import load_jsonl
     from grpojax.grpo._trainer import DATA_DIR
 
     cfg = tiny_config("data.source=jsonl", "data.path=gsm8k-train-200.jsonl", "data.eval_path=gsm8k-test-200.jsonl",

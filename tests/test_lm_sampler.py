@@ -10,14 +10,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from grpojax.lm import (
-    bucket_length,
-    filter_logits,
-    generate,
-    left_pad_positions,
-    load_pretrained,
-    sequence_logprobs,
-)
+from grpojax.lm import generate, left_pad_positions, load_pretrained, sequence_logprobs
+from grpojax.lm._sampler import bucket_length, filter_logits
 
 FIX = pathlib.Path(__file__).parent / "fixtures" / "lm"
 N_NEW = 8

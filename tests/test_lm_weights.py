@@ -12,7 +12,8 @@ import pytest
 from flax import nnx
 from safetensors.numpy import load_file, save_file
 
-from grpojax.lm import WeightLoadError, hf_key_map, load_pretrained, save_pretrained
+from grpojax.lm import WeightLoadError, load_pretrained, save_pretrained
+from grpojax.lm._weights import hf_key_map
 
 FIX = pathlib.Path(__file__).parent / "fixtures" / "lm"
 

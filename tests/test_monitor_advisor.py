@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import grpojax.dynamics as dyn
-from grpojax.monitor import advise, curvature_from_rate, damping_ratio_np, in_advised_range
+from grpojax.monitor import advise, curvature_from_rate, in_advised_range
+from grpojax.monitor._advisor import damping_ratio_np
 
 
 def _zeta(eta, mu, k, kd, lag, k0=0.0):

@@ -7,7 +7,8 @@ from grpojax import ConfigError
 
 import grpojax.dynamics as dyn
 from grpojax.logs import RunLog
-from grpojax.monitor import MonitorConfig, hyperparams_from_meta, init_state, update
+from grpojax.monitor import MonitorConfig, init_state, update
+from grpojax.monitor._engine import hyperparams_from_meta
 
 T = 200
 

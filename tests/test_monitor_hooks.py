@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import grpojax.dynamics as dyn
-from grpojax.monitor import MonitorConfig, MonitorHook, attach, canonical_metrics, trl_callback
+from grpojax.monitor import MonitorConfig, MonitorHook, attach, trl_callback
+from grpojax.monitor._hooks import canonical_metrics
 
 
 class FakeClock:

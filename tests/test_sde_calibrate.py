@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import grpojax.dynamics as dyn
+from grpojax.dynamics._params import UNSTABLE
 from grpojax.sde import calibrate, calibrate_ensemble, expected_trajectory, simulate
 
 ETA, MU, KREF = 0.05, 0.5, 4
@@ -23,7 +24,7 @@ def test_expected_trajectory_matches_closed_form():
         [dyn.trajectory(dyn.from_hyperparams(ETA, MU, KREF, float(k)), TS, e0=-0.6) for k in curv]
     )
     np.testing.assert_allclose(e, ref, rtol=1e-6, atol=1e-8)
-    assert int(dyn.regime(p)[-1]) == dyn.UNSTABLE
+    assert int(dyn.regime(p)[-1]) == UNSTABLE
 
 
 def _check_grad(f, theta0):

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from grpojax.sde import SOLVERS, exact_moments, simulate, step_grid, strong_errors
+from grpojax.sde import SOLVERS, exact_moments, simulate, strong_errors
+from grpojax.sde._solve import step_grid
 
 N = 10_000
 # (M, C, K_eff, D, G)

@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from grpojax.sweep import PRESETS, SweepPreset, sweep_preset
+from grpojax.sweep import PRESETS, sweep_preset
+from grpojax.sweep._presets import SweepPreset
 
 
 def _rows(preset: SweepPreset, *names):

@@ -90,7 +90,8 @@ def render(report, *, log: str, idle_s: float = 0.0):
 
 
 def run(args) -> int:
-    from grpojax.monitor import MonitorConfig, init_state, log_signature, read_growing, update
+    from grpojax.monitor import MonitorConfig, init_state, update
+    from grpojax.cli._follow import log_signature, read_growing
 
     if args.every < 1:
         raise CLIError(f"--every must be >= 1 (new points between refreshes), got {args.every}")

@@ -6,6 +6,11 @@ spikes, reward-component imbalance) and a mean-field validity check, each taking
 :class:`ModeResult` (verdict, severity, evidence, and the arrays ``grpojax.plot.draw_panel`` draws).
 Thresholds live in :class:`DiagnoseConfig` (documented and justified there).
 
+Mode names are :data:`MODES` (the four failure modes), :data:`HEALTH_MODES` (the six health checks)
+and :data:`ALL_MODES` (both); each verdict is one of :data:`VERDICTS`. :func:`diagnose` returns a
+:class:`Diagnosis` of :class:`ModeResult` s, each with its :class:`Evidence`; :data:`DEFAULT_CONFIG` holds the
+default thresholds.
+
 Example:
     >>> import numpy as np
     >>> from grpojax.diagnose import diagnose
@@ -16,64 +21,24 @@ Example:
     'detected'
 """
 
-from grpojax.diagnose._concentration import detect_policy_concentration
 from grpojax.diagnose._config import DEFAULT_CONFIG, DiagnoseConfig
-from grpojax.diagnose._degeneracy import detect_advantage_degeneracy
-from grpojax.diagnose._diagnose import diagnose, p_unstable_from_fit
-from grpojax.diagnose._hacking import detect_reward_hacking
-from grpojax.diagnose._health import (
-    detect_clip_saturation,
-    detect_gradient_spikes,
-    detect_kl_drift,
-    detect_learning_plateau,
-    detect_length_pathology,
-    detect_reward_imbalance,
-    reward_components,
-)
-from grpojax.diagnose._advice import group_size_for, pass_rate_from_zero_std, zero_std_fraction
-from grpojax.diagnose._instability import detect_dynamical_instability
-from grpojax.diagnose._types import (
-    ALL_MODES,
-    HEALTH_MODES,
-    MODES,
-    VALIDITY,
-    VALIDITY_VERDICTS,
-    VERDICTS,
-    Diagnosis,
-    Evidence,
-    ModeResult,
-    severity_level,
-)
-from grpojax.diagnose._validity import check_mean_field_validity
+from grpojax.diagnose._diagnose import diagnose
+from grpojax.diagnose._types import ALL_MODES, Diagnosis, Evidence, HEALTH_MODES, MODES, ModeResult, VERDICTS
+
+# Importable for the packages after this one, the command line and the experiments, but not part
+# of the public API (not in __all__, not in the API reference).
+from grpojax.diagnose._advice import group_size_for, zero_std_fraction
+from grpojax.diagnose._health import reward_components
 
 __all__ = [
     "ALL_MODES",
     "DEFAULT_CONFIG",
+    "DiagnoseConfig",
+    "Diagnosis",
+    "Evidence",
     "HEALTH_MODES",
     "MODES",
-    "VALIDITY",
-    "VALIDITY_VERDICTS",
-    "VERDICTS",
-    "Diagnosis",
-    "DiagnoseConfig",
-    "Evidence",
     "ModeResult",
-    "check_mean_field_validity",
-    "detect_advantage_degeneracy",
-    "detect_clip_saturation",
-    "detect_gradient_spikes",
-    "detect_kl_drift",
-    "detect_learning_plateau",
-    "detect_length_pathology",
-    "detect_reward_imbalance",
-    "detect_dynamical_instability",
-    "detect_policy_concentration",
-    "detect_reward_hacking",
+    "VERDICTS",
     "diagnose",
-    "group_size_for",
-    "pass_rate_from_zero_std",
-    "reward_components",
-    "zero_std_fraction",
-    "p_unstable_from_fit",
-    "severity_level",
 ]

@@ -1,86 +1,65 @@
-"""Closed forms, reward-curve laws and exact discrete stability of the GRPO oscillator."""
+"""Closed forms, reward-curve laws and exact discrete stability of the GRPO oscillator.
 
-from grpojax.dynamics._expm2 import expm2
-from grpojax.dynamics._laws import LAWS, Exponential, RewardLaw, Sigmoid, ThreePhase, get_law
+- :func:`from_hyperparams` -> :class:`OscillatorParams` (M, C, K_eff from η, μ, K_ref and the curvature);
+  :func:`damping_ratio`; :func:`regime` (integer codes) and :func:`regime_name` (one of :data:`REGIMES`:
+  overdamped, critical, underdamped, unstable); :func:`stationary_variance`.
+- :func:`trajectory`, :func:`mean_reward`: the closed-form mean trajectory and the expected reward.
+- :func:`critical_eta`, :func:`critical_k_ref`: the closed-form stability thresholds; :func:`exact_critical_eta`,
+  :func:`exact_critical_a`: the exact discrete ones; :func:`stability_margin`: where η sits among the exact
+  instability windows.
+- :func:`get_law`: a reward-curve law (exponential, three-phase, sigmoid) by name.
+
+The model pages of the documentation name further building blocks (the exact oscillatory boundary, spectral
+radii, transition matrices); they are importable from this package but are not part of its public API.
+"""
+
+from grpojax.dynamics._laws import get_law
 from grpojax.dynamics._params import (
-    CRITICAL,
-    OVERDAMPED,
-    REGIMES,
-    UNDERDAMPED,
-    UNSTABLE,
     OscillatorParams,
+    REGIMES,
     damping_ratio,
     from_hyperparams,
-    lag_tau,
-    natural_frequency,
     regime,
     regime_name,
     stationary_variance,
 )
+from grpojax.dynamics._stability import exact_critical_a, exact_critical_eta
+from grpojax.dynamics._thresholds import critical_eta, critical_k_ref
+from grpojax.dynamics._trajectory import mean_reward, trajectory
+from grpojax.dynamics._windows import stability_margin
+
+# Importable for the packages after this one, the command line and the experiments, but not part
+# of the public API (not in __all__, not in the API reference).
+from grpojax.dynamics._expm2 import expm2
+from grpojax.dynamics._laws import Exponential, LAWS, Sigmoid, ThreePhase
+from grpojax.dynamics._params import lag_tau, natural_frequency
 from grpojax.dynamics._stability import (
-    EXACT_CRITICAL_MAX_LAG,
     EXACT_RADIUS_MAX_LAG,
     companion_constant,
     dominant_root,
-    exact_critical_a,
-    exact_critical_eta,
     exact_oscillatory_a,
     exact_oscillatory_eta,
     spectral_radius_constant,
     spectral_radius_periodic,
 )
-from grpojax.dynamics._windows import instability_windows, stability_margin
-from grpojax.dynamics._thresholds import critical_eta, critical_k_ref, oscillatory_eta, oscillatory_k_ref
-from grpojax.dynamics._trajectory import (
-    drift_matrix,
-    mean_reward,
-    response_from_rest,
-    state_trajectory,
-    trajectory,
-    transition_matrix,
-)
+from grpojax.dynamics._thresholds import oscillatory_eta, oscillatory_k_ref
+from grpojax.dynamics._trajectory import drift_matrix, response_from_rest, transition_matrix
+from grpojax.dynamics._windows import instability_windows
 
 __all__ = [
-    "CRITICAL",
-    "LAWS",
-    "Exponential",
-    "RewardLaw",
-    "Sigmoid",
-    "ThreePhase",
-    "get_law",
-    "OVERDAMPED",
-    "REGIMES",
-    "UNDERDAMPED",
-    "UNSTABLE",
     "OscillatorParams",
-    "companion_constant",
+    "REGIMES",
     "critical_eta",
     "critical_k_ref",
     "damping_ratio",
-    "dominant_root",
-    "drift_matrix",
     "exact_critical_a",
     "exact_critical_eta",
-    "exact_oscillatory_a",
-    "exact_oscillatory_eta",
-    "EXACT_CRITICAL_MAX_LAG",
-    "EXACT_RADIUS_MAX_LAG",
-    "expm2",
     "from_hyperparams",
-    "instability_windows",
-    "lag_tau",
+    "get_law",
     "mean_reward",
-    "natural_frequency",
-    "oscillatory_eta",
-    "oscillatory_k_ref",
     "regime",
     "regime_name",
-    "response_from_rest",
-    "spectral_radius_constant",
     "stability_margin",
-    "spectral_radius_periodic",
-    "state_trajectory",
     "stationary_variance",
     "trajectory",
-    "transition_matrix",
 ]

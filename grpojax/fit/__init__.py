@@ -1,88 +1,53 @@
-"""Reward-curve fitting: batched least squares, numpyro posteriors, Kalman likelihood, forecasts."""
+"""Reward-curve fitting: batched least squares, numpyro posteriors, forecasts and their calibration.
 
-from grpojax.fit._data import MIN_POINTS, Curve, check_bounds, check_curve, metric_bounds, noise_variance
-from grpojax.fit._lsq import FLAT_DELTA_BIC, STATUSES, LawFit, fit_all_laws, fit_law, fit_laws_batched
+- :func:`fit_law`, :func:`fit_all_laws`, :func:`fit_laws_batched` -> :class:`LawFit`: least-squares fits of
+  the exponential, three-phase and sigmoid laws (R², AIC/BIC, a status saying whether the law describes the
+  curve).
+- :func:`fit_bayes` -> :class:`BayesFit`: a numpyro posterior (models ``three_phase``, ``state_space``,
+  ``mechanistic``): plateau, damping ratio, P(overdamped / underdamped / unstable);
+  :class:`ConvergenceWarning` when the chains did not converge.
+- :func:`forecast_law`, :func:`forecast_all_laws`, :func:`forecast_bayes` -> :class:`Forecast`: the rest of a
+  run predicted from its first part.
+- :func:`forecast_window`, :func:`forecast_windows` -> :class:`WindowForecast`: the mean reward over the last
+  part of a planned run with its predictive interval; :func:`fit_calibration` learns, from past forecasts,
+  how to combine the methods and how wide the intervals must be.
+"""
+
+from grpojax.fit._bayes import BayesFit, ConvergenceWarning, fit_bayes
+from grpojax.fit._calibration import fit_calibration
+from grpojax.fit._forecast import Forecast, forecast_all_laws, forecast_bayes, forecast_law
+from grpojax.fit._lsq import LawFit, fit_all_laws, fit_law, fit_laws_batched
+from grpojax.fit._window_forecast import WindowForecast, forecast_window, forecast_windows
+
+# Importable for the packages after this one, the command line and the experiments, but not part
+# of the public API (not in __all__, not in the API reference).
+from grpojax.fit._batched_nuts import fit_state_space_batched
+from grpojax.fit._bayes import to_summary_dict
+from grpojax.fit._calibration import COMBINED_METHODS, ForecastCalibration, calibrated_forecast
+from grpojax.fit._creep import MIN_CREEP_POINTS
+from grpojax.fit._data import check_bounds, metric_bounds
+from grpojax.fit._forecast import split_prefix
+from grpojax.fit._kalman import kalman_filter, step_intervals
+from grpojax.fit._lsq import FLAT_DELTA_BIC, STATUSES
+from grpojax.fit._models import MODELS
+from grpojax.fit._pooled import fit_pooled, forecast_pooled, run_covariates
+from grpojax.fit._scores import TAUS as FORECAST_TAUS, crps_quantiles, split_normal_quantiles, winkler_score
+from grpojax.fit._window_forecast import METHODS as WINDOW_METHODS
 
 __all__ = [
-    "MIN_POINTS",
-    "Curve",
-    "check_bounds",
-    "check_curve",
-    "metric_bounds",
-    "noise_variance",
-    "FLAT_DELTA_BIC",
-    "STATUSES",
-    "LawFit",
-    "fit_all_laws",
-    "fit_law",
-    "fit_laws_batched",
-]
-from grpojax.fit._kalman import (  # noqa: E402
-    KalmanResult,
-    kalman_filter,
-    kalman_forecast,
-    kalman_loglik,
-    oscillator_loglik,
-    oscillator_transitions,
-    step_intervals,
-)
-from grpojax.fit._models import MODELS  # noqa: E402
-from grpojax.fit._bayes import BayesFit, ConvergenceWarning, fit_bayes, to_summary_dict  # noqa: E402
-
-__all__ += [
-    "KalmanResult",
-    "kalman_filter",
-    "kalman_forecast",
-    "kalman_loglik",
-    "oscillator_loglik",
-    "oscillator_transitions",
-    "step_intervals",
-    "MODELS",
     "BayesFit",
     "ConvergenceWarning",
+    "Forecast",
+    "LawFit",
+    "WindowForecast",
+    "fit_all_laws",
     "fit_bayes",
-    "to_summary_dict",
+    "fit_calibration",
+    "fit_law",
+    "fit_laws_batched",
+    "forecast_all_laws",
+    "forecast_bayes",
+    "forecast_law",
+    "forecast_window",
+    "forecast_windows",
 ]
-from grpojax.fit._forecast import Forecast, forecast_all_laws, forecast_bayes, forecast_law, split_prefix  # noqa: E402
-
-__all__ += ["Forecast", "forecast_all_laws", "forecast_bayes", "forecast_law", "split_prefix"]
-from grpojax.fit._batched_nuts import BatchedPosterior, fit_state_space_batched  # noqa: E402
-
-__all__ += ["BatchedPosterior", "fit_state_space_batched"]
-from grpojax.fit._creep import (  # noqa: E402
-    MIN_CREEP_POINTS,
-    VARIANTS as CREEP_VARIANTS,
-    CreepPosterior,
-    creep_curve,
-    fit_creep,
-    fit_creep_batched,
-    logistic_curve,
-)
-from grpojax.fit._window_forecast import (  # noqa: E402
-    METHODS as WINDOW_METHODS,
-    WINDOW_STATUSES,
-    WindowForecast,
-    forecast_window,
-    forecast_windows,
-)
-
-__all__ += ["MIN_CREEP_POINTS", "CREEP_VARIANTS", "CreepPosterior", "creep_curve", "fit_creep", "fit_creep_batched",
-            "logistic_curve", "WINDOW_METHODS",
-            "WINDOW_STATUSES", "WindowForecast", "forecast_window", "forecast_windows"]
-from grpojax.fit._scores import TAUS as FORECAST_TAUS, crps_quantiles, split_normal_quantiles, winkler_score  # noqa: E402
-from grpojax.fit._calibration import (  # noqa: E402
-    COMBINED_METHODS,
-    ForecastCalibration,
-    calibrated_forecast,
-    calibration_from_dict,
-    default_calibration,
-    fit_calibration,
-)
-from grpojax.fit._window_forecast import forecast_features  # noqa: E402
-
-__all__ += ["FORECAST_TAUS", "crps_quantiles", "split_normal_quantiles", "winkler_score", "COMBINED_METHODS", "ForecastCalibration",
-            "calibrated_forecast", "calibration_from_dict", "default_calibration", "fit_calibration",
-            "forecast_features"]
-from grpojax.fit._pooled import POOLED_LAWS, PooledPosterior, fit_pooled, forecast_pooled, run_covariates  # noqa: E402
-
-__all__ += ["POOLED_LAWS", "PooledPosterior", "fit_pooled", "forecast_pooled", "run_covariates"]

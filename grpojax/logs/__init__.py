@@ -8,7 +8,7 @@
 ``read_logs(path, *, format=None) -> list[RunLog]`` reads every run a log holds;
 ``read_log(path, *, format=None, run=None) -> RunLog`` reads a log of one run (a log of several
 runs is a :class:`LogFormatError` listing them, unless ``run=`` names one). Both auto-detect the
-format:
+format (:data:`FORMATS`):
 
 =================  =========================================================================
 ``trl_state``      TRL/HF ``trainer_state.json`` (``log_history``; every TRL version's names)
@@ -46,7 +46,7 @@ OpenRLHF logs through W&B/TensorBoard (``train/<name>``, ``eval/<name>``) are re
 ``wandb_csv``/``tensorboard`` readers with OpenRLHF's names mapped (``reward``, ``kl``,
 ``policy_entropy``, ``actor_lr``, ``response_length``, ``ppo_clip_ratio``, ``eval_<ds>_pass1``).
 
-Canonical columns: ``reward_mean reward_std frac_zero_std eval_reward entropy kl grad_norm lr
+Canonical columns (:data:`CANONICAL_COLUMNS`): ``reward_mean reward_std frac_zero_std eval_reward entropy kl grad_norm lr
 is_ratio_mean is_ratio_max clip_frac response_length response_clip_frac``; every other metric
 keeps its name (``train/`` stripped, ``eval/x`` -> ``eval_x``). ``meta["mapping"]`` says which
 original name(s) filled each canonical column (see :mod:`grpojax.logs._names` for the tables and
@@ -71,42 +71,32 @@ problem. TensorBoard records are CRC-checked: a corrupt or truncated record is s
 warning saying how many points were lost and where.
 """
 
-from grpojax.logs._jsonl import (
-    JSONL_VERSION,
-    JsonlLogger,
-    flatten_metrics,
-    jsonl_header,
-    read_jsonl,
-    truncate_jsonl,
-    write_jsonl,
-)
-from grpojax.logs._generic import STEP_KEYS
-from grpojax.logs._names import CANDIDATES
+from grpojax.logs._jsonl import JsonlLogger, read_jsonl, truncate_jsonl, write_jsonl
 from grpojax.logs._read import FORMATS, detect_format, read_log, read_logs
 from grpojax.logs._report import ReadReport
 from grpojax.logs._runlog import CANONICAL_COLUMNS, LogFormatError, LogWarning, RunLog, merge_runs
-from grpojax.logs._smooth import EDGE_POLICIES, moving_average
+from grpojax.logs._smooth import moving_average
+
+# Importable for the packages after this one, the command line and the experiments, but not part
+# of the public API (not in __all__, not in the API reference).
+from grpojax.logs._generic import STEP_KEYS
+from grpojax.logs._jsonl import JSONL_VERSION, jsonl_header
+from grpojax.logs._names import CANDIDATES
 
 __all__ = [
-    "read_log",
-    "read_logs",
-    "merge_runs",
-    "moving_average",
-    "EDGE_POLICIES",
-    "jsonl_header",
-    "flatten_metrics",
-    "truncate_jsonl",
-    "detect_format",
-    "RunLog",
+    "CANONICAL_COLUMNS",
+    "FORMATS",
+    "JsonlLogger",
     "LogFormatError",
     "LogWarning",
-    "FORMATS",
-    "CANONICAL_COLUMNS",
-    "CANDIDATES",
-    "STEP_KEYS",
     "ReadReport",
-    "write_jsonl",
+    "RunLog",
+    "detect_format",
+    "merge_runs",
+    "moving_average",
     "read_jsonl",
-    "JsonlLogger",
-    "JSONL_VERSION",
+    "read_log",
+    "read_logs",
+    "truncate_jsonl",
+    "write_jsonl",
 ]

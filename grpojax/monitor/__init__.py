@@ -1,13 +1,16 @@
 """Live monitoring of GRPO runs: the watch engine, training hooks and the hyperparameter advisor.
 
-- :func:`update` (with :func:`init_state`, :class:`MonitorConfig`): the pure watch engine
+- :func:`update` (with :func:`init_state` -> :class:`WatchState`, :class:`MonitorConfig`; a
+  :class:`WatchReport` per call): the pure watch engine
   ``update(state, run) -> (state, report)`` behind ``grpojax watch``: forecast plateau and interval, time
   to plateau, stability margin, detector findings, best checkpoint.
-- :class:`MonitorHook`: the engine as a training hook ``hook(step, metrics) -> stop reason or None``
+- :class:`MonitorHook`: the engine as a training hook (a :data:`Hook`:
+  ``hook(step, metrics) -> stop reason or None``)
   (grpojax's trainer or any loop); :func:`attach`: the same as a ``transformers.TrainerCallback``
   registered ahead of a TRL ``GRPOTrainer``'s reporters (:func:`trl_callback` builds the callback alone).
 - :func:`advise`: damping ratio, exact stability margin and the η, K_ref and G ranges of ``grpojax advise``;
-  :func:`in_advised_range` is its vectorised verdict.
+  :func:`in_advised_range` is its vectorised verdict; :func:`advise` returns an :class:`Advice`;
+  :func:`curvature_from_rate` turns the fitted rate of a reward curve into the curvature it implies.
 
 Example:
     >>> from grpojax.monitor import advise
@@ -16,37 +19,22 @@ Example:
     ('underdamped', 11)
 """
 
-from grpojax.monitor._advisor import ZETA_BAND, Advice, advise, curvature_from_rate, damping_ratio_np, in_advised_range
-from grpojax.monitor._engine import (
-    MonitorConfig,
-    WatchReport,
-    WatchState,
-    hyperparams_from_meta,
-    init_state,
-    update,
-)
-from grpojax.monitor._follow import log_signature, read_growing
-from grpojax.monitor._hooks import STOP_RULES, Hook, MonitorHook, attach, canonical_metrics, trl_callback
+from grpojax.monitor._advisor import Advice, advise, curvature_from_rate, in_advised_range
+from grpojax.monitor._engine import MonitorConfig, WatchReport, WatchState, init_state, update
+from grpojax.monitor._hooks import Hook, MonitorHook, attach, trl_callback
 
 __all__ = [
-    "ZETA_BAND",
     "Advice",
-    "advise",
-    "curvature_from_rate",
-    "damping_ratio_np",
-    "in_advised_range",
+    "Hook",
     "MonitorConfig",
+    "MonitorHook",
     "WatchReport",
     "WatchState",
-    "hyperparams_from_meta",
-    "init_state",
-    "update",
-    "log_signature",
-    "read_growing",
-    "STOP_RULES",
-    "Hook",
-    "MonitorHook",
+    "advise",
     "attach",
-    "canonical_metrics",
+    "curvature_from_rate",
+    "in_advised_range",
+    "init_state",
     "trl_callback",
+    "update",
 ]

@@ -14,30 +14,24 @@ Public surface:
 """
 
 from grpojax.sde._calibrate import Calibration, calibrate, calibrate_ensemble, expected_trajectory
-from grpojax.sde._convergence import StrongResult, WeakResult, strong_errors, weak_errors
+from grpojax.sde._convergence import strong_errors, weak_errors
 from grpojax.sde._exact import exact_moments, exact_transition, sample_exact
-from grpojax.sde._meanfield import BanditMeanField, MeanFieldPaths, bandit_meanfield, solve_meanfield
-from grpojax.sde._solve import SOLVERS, Ensemble, SolverSpec, simulate, step_grid
+from grpojax.sde._meanfield import bandit_meanfield, solve_meanfield
+from grpojax.sde._solve import Ensemble, SOLVERS, simulate
 
 __all__ = [
-    "SOLVERS",
-    "BanditMeanField",
-    "MeanFieldPaths",
-    "bandit_meanfield",
-    "solve_meanfield",
     "Calibration",
+    "Ensemble",
+    "SOLVERS",
+    "bandit_meanfield",
     "calibrate",
     "calibrate_ensemble",
-    "expected_trajectory",
-    "Ensemble",
-    "SolverSpec",
-    "StrongResult",
-    "WeakResult",
     "exact_moments",
     "exact_transition",
+    "expected_trajectory",
     "sample_exact",
     "simulate",
-    "step_grid",
+    "solve_meanfield",
     "strong_errors",
     "weak_errors",
 ]
