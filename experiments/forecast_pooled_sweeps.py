@@ -209,7 +209,8 @@ def markdown(res, prefixes) -> str:
     nuts = res["nuts"]
     lines = ["# Pooled forecasts of a sweep's runs, leave one run out", "",
              f"Target: the mean over the last {int(res['window'] * 100)}% of a run's steps, forecast from its first "
-             f"25% / 50% with a {int(res['level'] * 100)}% interval (the targets and σ of forecast_real_runs). "
+             f"{' / '.join(f'{100 * f:g}%' for f in prefixes)} with a {int(res['level'] * 100)}% interval (the "
+             "targets and σ of forecast_real_runs). "
              "`pooled`: the run's prefix plus its siblings' full series of the same metric, hierarchical posterior "
              f"({res['law']} law; NUTS, {nuts['num_warmup']} warmup + {nuts['num_samples']} draws; siblings thinned "
              f"to at most {res['max_sibling_points']} points); `creep`: the "
@@ -252,6 +253,10 @@ def markdown(res, prefixes) -> str:
         p, c = t[k], t[f"group:{repo}|{g}|{f}|creep"]
         lines.append(f"| {repo} | {g} | {f} | {p['n']} | {p['mae_scaled']:.3f} | {c['mae_scaled']:.3f} | "
                      f"{p['coverage']:.2f} | {c['coverage']:.2f} |")
+    pooled = [r for r in res["rows"] if r["method"] == "pooled"]
+    weak = sum(r["status"] == "weak_posterior" for r in pooled)
+    lines += ["", f"Pooled forecasts flagged `weak_posterior` (effective sample size of the run's plateau draws below "
+                  f"20): {weak} of {len(pooled)}."]
     worst = sorted((r for r in res["rows"] if r["method"] == "pooled"), key=lambda r: -r["scaled_err"])[:6]
     lines += ["", "Largest pooled errors: " + "; ".join(
         f"{r['run']} {r['metric']} @{r['prefix']} ({r['scaled_err']:.2f} σ, creep "
