@@ -101,7 +101,8 @@ def test_cli_commands_that_read_a_log_take_map_and_explain(tmp_path, command, ca
     args = _parse([command, str(p), "--map", "reward_mean=pass_rate", "--map", "kl=kl_to_ref", "--explain"])
     kw = log_read_kwargs(args)
     assert kw == {"mapping": {"reward_mean": "pass_rate", "kl": "kl_to_ref"}, "explain": True}
-    [run] = read_runs(args.log, args.format, args.run, **kw)
+    log = args.log[0] if isinstance(args.log, list) else args.log  # fit takes several logs
+    [run] = read_runs(log, args.format, args.run, **kw)
     np.testing.assert_allclose(run.columns["reward_mean"], 0.1 + 0.01 * np.arange(1, 31))
     err = capsys.readouterr().err
     assert "read as jsonl, steps from 'it'" in err and "kl <- kl_to_ref (your mapping)" in err
