@@ -157,4 +157,4 @@ def test_forecast_band_is_drawn_and_reported(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "--forecast" in err
     assert main(["diagnose", str(log), "--out", str(out), "--forecast", "0.5", "--bounds", "1", "nan"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--bounds must be two finite numbers LO < HI" in err
+    assert len(err.splitlines()) == 1 and "argument --bounds: must be a finite number, got nan" in err

@@ -72,7 +72,7 @@ SLOW_FLAGS = {("fit", "--bayes"), ("fit", "--prefix"), ("fit", "--chains"), ("fi
               ("diagnose", "--bayes"), ("diagnose", "--forecast"), ("diagnose", "--bayes-samples")}
 FAST_COMMANDS = ("predict", "advise", "simulate", "fit", "diagnose")
 EXAMPLES = {"predict": 20, "advise": 20, "simulate": 12, "fit": 16, "diagnose": 16}
-SLOW_EXAMPLES = 120
+SLOW_EXAMPLES = 60
 
 
 def _subparser(command: str) -> argparse.ArgumentParser:
