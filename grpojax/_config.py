@@ -87,7 +87,10 @@ class Config(pydantic.BaseModel):
         try:
             super().__init__(**data)
         except pydantic.ValidationError as exc:
-            raise ConfigError(format_validation_error(exc, type(self))) from None
+            err = ConfigError(format_validation_error(exc, type(self)))
+            # a section built inside a larger config: the outer error message rebuilds the full key from these
+            err.validation_error, err.model = exc, type(self)
+            raise err from None
 
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "") -> Self:
@@ -130,17 +133,23 @@ def _field_names(cls: type[pydantic.BaseModel], loc: tuple) -> list[str]:
     return sorted(model.model_fields)
 
 
-def format_validation_error(exc: pydantic.ValidationError, cls: type[pydantic.BaseModel], where: str = "") -> str:
-    """The first error of ``exc`` as one line: ``key=value; expected ...`` (``key`` dotted)."""
+def format_validation_error(exc: pydantic.ValidationError, cls: type[pydantic.BaseModel], where: str = "",
+                            base: tuple = ()) -> str:
+    """The first error of ``exc`` as one line: ``key=value; expected ...`` (``key`` dotted, under ``base``)."""
     err = exc.errors(include_url=False)[0]
-    loc = tuple(err["loc"])
+    rel = tuple(err["loc"])
+    loc = base + rel
     key = ".".join(str(p) for p in loc)
     prefix = f"{where}: " if where else ""
     kind, msg, value = err["type"], err["msg"], err.get("input")
+    inner = (err.get("ctx") or {}).get("error")
+    if kind == "value_error" and getattr(inner, "validation_error", None) is not None:
+        # a nested section raised its own one-line error: rebuild it with the full key
+        return format_validation_error(inner.validation_error, inner.model, where, loc)
     if kind == "extra_forbidden":
         parent = ".".join(str(p) for p in loc[:-1])
         return (f"{prefix}{parent + ': ' if parent else ''}unknown key {loc[-1]!r}; expected one of "
-                f"{_field_names(cls, loc[:-1])}")
+                f"{_field_names(cls, rel[:-1])}")
     if kind == "missing":
         return f"{prefix}{key} is required"
     msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
