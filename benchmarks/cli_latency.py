@@ -93,6 +93,36 @@ def timed(cmd: list[str], env: dict, *, until_file: pathlib.Path | None = None, 
     raise RuntimeError(f"{' '.join(cmd)}: no report within {limit} s")
 
 
+def report(out, args, tasks, times, failures, load_before, *, final: bool) -> None:
+    """Write the medians so far (after every repeat: an interrupted run still leaves its table)."""
+    load_after = machine_line()
+    med = {k: statistics.median(v) for k, v in times.items()}
+    lines = [f"machine before: {load_before}", f"machine after:  {load_after}",
+             f"medians of {len(next(iter(times.values()), []))} of {args.repeats} repeats (wall seconds; first call: empty JAX cache; second call: the cache the "
+             "first filled)", "",
+             "| command | budget | grpojax first | grpojax second | rldoctor first | rldoctor second |",
+             "|---|---|---|---|---|---|"]
+
+    def cell(task, tool, call):
+        v = med.get((task, tool, call))
+        if v is None:
+            return "failed" if (task, tool) in failures else "n/a"
+        return f"{v:.2f}"
+
+    for task in tasks:
+        lines.append(f"| {task} | <= {BUDGETS[task]:g} | {cell(task, 'grpojax', 'first')} | "
+                     f"{cell(task, 'grpojax', 'second')} | {cell(task, 'rldoctor', 'first')} | "
+                     f"{cell(task, 'rldoctor', 'second')} |")
+    lines += [f"failed: {t} ({tool}): {msg}" for (t, tool), msg in failures.items()]
+    if final:
+        print("\n".join(lines))
+    (out / "cli_latency.json").write_text(json.dumps(
+        {"machine_before": load_before, "machine_after": load_after, "repeats": args.repeats,
+         "budgets": BUDGETS, "failures": {"|".join(k): v for k, v in failures.items()}, "times": {"|".join(k): v for k, v in times.items()},
+         "medians": {"|".join(k): v for k, v in med.items()}}, indent=1))
+    (out / "cli_latency.md").write_text("\n".join(lines) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3, help="repeats (>= 3), each a first and a second call")
@@ -164,31 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                     times.setdefault((task, tool, call), []).append(dt)
                     print(f"repeat {rep + 1} {call:6s} {tool:8s} {task:24s} {dt:7.2f} s", flush=True)
         shutil.rmtree(cache, ignore_errors=True)
-    load_after = machine_line()
-    med = {k: statistics.median(v) for k, v in times.items()}
-    lines = [f"machine before: {load_before}", f"machine after:  {load_after}",
-             f"medians of {args.repeats} repeats (wall seconds; first call: empty JAX cache; second call: the cache the "
-             "first filled)", "",
-             "| command | budget | grpojax first | grpojax second | rldoctor first | rldoctor second |",
-             "|---|---|---|---|---|---|"]
-
-    def cell(task, tool, call):
-        v = med.get((task, tool, call))
-        if v is None:
-            return "failed" if (task, tool) in failures else "n/a"
-        return f"{v:.2f}"
-
-    for task in tasks:
-        lines.append(f"| {task} | <= {BUDGETS[task]:g} | {cell(task, 'grpojax', 'first')} | "
-                     f"{cell(task, 'grpojax', 'second')} | {cell(task, 'rldoctor', 'first')} | "
-                     f"{cell(task, 'rldoctor', 'second')} |")
-    lines += [f"failed: {t} ({tool}): {msg}" for (t, tool), msg in failures.items()]
-    print("\n".join(lines))
-    (out / "cli_latency.json").write_text(json.dumps(
-        {"machine_before": load_before, "machine_after": load_after, "repeats": args.repeats,
-         "budgets": BUDGETS, "failures": {"|".join(k): v for k, v in failures.items()}, "times": {"|".join(k): v for k, v in times.items()},
-         "medians": {"|".join(k): v for k, v in med.items()}}, indent=1))
-    (out / "cli_latency.md").write_text("\n".join(lines) + "\n")
+        report(out, args, tasks, times, failures, load_before, final=rep + 1 == args.repeats)
     return 0
 
 
