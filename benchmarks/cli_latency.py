@@ -93,7 +93,7 @@ def timed(cmd: list[str], env: dict, *, until_file: pathlib.Path | None = None, 
     raise RuntimeError(f"{' '.join(cmd)}: no report within {limit} s")
 
 
-def report(out, args, tasks, times, failures, load_before, *, final: bool) -> None:
+def write_report(out, args, tasks, times, failures, load_before, *, final: bool) -> None:
     """Write the medians so far (after every repeat: an interrupted run still leaves its table)."""
     load_after = machine_line()
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                     times.setdefault((task, tool, call), []).append(dt)
                     print(f"repeat {rep + 1} {call:6s} {tool:8s} {task:24s} {dt:7.2f} s", flush=True)
         shutil.rmtree(cache, ignore_errors=True)
-        report(out, args, tasks, times, failures, load_before, final=rep + 1 == args.repeats)
+        write_report(out, args, tasks, times, failures, load_before, final=rep + 1 == args.repeats)
     return 0
 
 
