@@ -26,6 +26,19 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+RESERVED_REPOS = frozenset({
+    "tonywang1990/gsm8k-grpo", "T-zy/Search-R1_inforcement", "a36600248-eng/CODE-GRPO",
+    "aaravarora01/agent-memory-redteam", "jorahn/rookworld-rlvr", "abdo-ashraf/Gemma-3-RL-Finetuning",
+    "alexchilton/CAS_NLP_MODULE4_GRPO", "Sunshine535/nips-grpo-dynamics", "yushengsu-thu/verl_training_log",
+    "eric-haibin-lin/verl-data", "uqcxu9/qwen2.5_300step_NEW_CONSIS_RESULT",
+})
+"""Repositories kept for held-out evaluation: no development experiment reads, tunes on or scores their runs."""
+
+
+def reserved(repo: str) -> bool:
+    """Whether ``repo`` (``owner/name``, case-insensitive) is kept for held-out evaluation."""
+    return repo.strip().lower() in {r.lower() for r in RESERVED_REPOS}
+
 
 def by_repo(items: Iterable[T], repo_of: Callable[[T], str]) -> dict[str, list[T]]:
     """``{repository: [items]}``, repositories in case-insensitive alphabetical order, items in input order."""

@@ -42,7 +42,7 @@ import numpy as np
 from grpojax._experiment import Claim, experiment_parser, parse_args, print_claims, write_summary
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _loro import folds, summary  # noqa: E402  (the shared leave-one-repository-out protocol)
+from _loro import folds, reserved, summary  # noqa: E402  (the shared leave-one-repository-out protocol)
 
 NAME = "diagnose_real_runs"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -112,6 +112,8 @@ def read_labels(path: pathlib.Path) -> dict[str, dict]:
             if row["label"] not in ("present", "absent", "unclear", "na"):
                 raise ValueError(f"{path}: label {row['label']!r} of {row['run']}/{row['mode']} is not "
                                  "present/absent/unclear/na")
+            if reserved(row["repo"]):  # kept for held-out evaluation: neither tuned on nor scored here
+                continue
             d = out.setdefault(row["run"], {"repo": row["repo"], "labels": {}})
             d["labels"][row["mode"]] = (row["label"], row["reason"])
     return out

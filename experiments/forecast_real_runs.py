@@ -53,6 +53,7 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
+from _loro import reserved  # noqa: E402  (the repositories kept for held-out evaluation)
 DEFAULT_CORPORA = (ROOT.parent / "shared" / "real-runs", ROOT.parent / "shared" / "real-logs")
 
 NAME = "forecast_real_runs"
@@ -85,6 +86,9 @@ def load_corpus(root: pathlib.Path):
                 repo = cells[1].split("@")[0].strip()
                 entries.append((root / fname, fname.rsplit(".", 1)[0], repo))
     for path, rid, repo in entries:
+        if reserved(repo):
+            skipped.append((rid, repo, "repository reserved for held-out evaluation"))
+            continue
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -302,7 +306,7 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
     load_at_start = load_average()
     if reuse:  # the forecasts of an earlier run (same corpus): only the combination and calibration are redone
         old = json.loads(pathlib.Path(reuse).read_text())
-        records = [r for r in old["records"] if r["prefix"] in prefixes]
+        records = [r for r in old["records"] if r["prefix"] in prefixes and not reserved(r["repo"])]
         t_fc = float(old.get("forecast_s", float("nan")))
         forecast_load = old.get("forecast_load", old.get("load_at_start", "load n/a"))
     else:
