@@ -259,9 +259,11 @@ def test_diverging_member_is_frozen_and_leaves_the_others_bit_identical(warm):
     from grpojax.grpo import Member, train_population
 
     cfg = _cfg()
+    # member 1: two updates per rollout with the unclipped ratio; at lr 1e5 the second update's ratio overflows
     calm = [Member(**m) for m in _MEMBERS]
+    calm[1] = Member(**dict(_MEMBERS[1], k_ref=2, rule="unclipped"))
     wild = list(calm)
-    wild[1] = Member(**dict(_MEMBERS[1], lr=1e5, rule="clipped"))
+    wild[1] = Member(**dict(_MEMBERS[1], k_ref=2, rule="unclipped", lr=1e5))
     a = train_population(cfg, calm, None, chunk=4, show_progress=False, warm=warm)
     b = train_population(cfg, wild, None, chunk=4, show_progress=False, warm=warm)
     assert not a.diverged.any()
