@@ -89,13 +89,23 @@ def test_tables_as_json_and_csv_on_stdout(command, tmp_path, capsys):
     assert len(rows) == len(data["rows"]) and set(rows[0]) >= set(data["rows"][0])
 
 
-def test_json_into_a_file_keeps_the_table(tmp_path, capsys):
+@pytest.fixture
+def no_columns(monkeypatch):
+    """A pipe from a shell that exports no COLUMNS (pytest-xdist workers export COLUMNS=80, which rich read
+    into the console's width when it was built)."""
+    from grpojax.cli._common import console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(console, "_width", None)
+
+
+def test_json_into_a_file_keeps_the_table(tmp_path, capsys, no_columns):
     assert main(TABLE_COMMANDS["fit"](tmp_path) + ["--json", str(tmp_path / "rows.json")]) == 0
     out = capsys.readouterr().out
     assert "law/model" in out and (tmp_path / "rows.json").is_file()
 
 
-def test_a_table_piped_to_a_file_is_not_cut_at_80_columns(tmp_path, capsys):
+def test_a_table_piped_to_a_file_is_not_cut_at_80_columns(tmp_path, capsys, no_columns):
     """stdout is not a terminal here: the fit table keeps every column whole (it is wider than 80)."""
     assert main(["fit", LOG, "--no-plot", "--law", "exponential", "--out", str(tmp_path / "f")]) == 0
     out = capsys.readouterr().out

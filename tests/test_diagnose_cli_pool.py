@@ -23,6 +23,11 @@ def _write(path, n, seed):
 
 def test_pool_gives_the_reports_of_one_process_in_order(tmp_path, monkeypatch, capsys):
     import grpojax.cli._diagnose as cli_diag
+    from grpojax.cli._common import console
+
+    # pytest-xdist workers export COLUMNS=80: the "wrote FOLDER" line would wrap and its tail differ
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(console, "_width", None)
 
     folder = tmp_path / "runs"
     folder.mkdir()

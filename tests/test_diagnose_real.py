@@ -141,13 +141,16 @@ LORO_MISSES = {
 @pytest.mark.parametrize("mode", ["reward_hacking", "advantage_degeneracy", "policy_concentration",
                                   "dynamical_instability", "length_pathology", "learning_plateau",
                                   "clip_saturation", "kl_drift", "gradient_spikes", "reward_imbalance"])
-def test_leave_one_repository_out_recall_and_false_positive_rate(loro, mode, request):
+def test_leave_one_repository_out_recall_and_false_positive_rate(loro, labelled_corpus, mode, request):
     """Recall >= 0.8 and false-positive rate <= 0.1 leave-one-repository-out (averaged over repositories)
     for every detector with >= 5 labelled positives; fewer positives: only reported (skip)."""
     sc = loro[mode]
     if sc["pooled"]["n_present"] < 5:
         pytest.skip(f"{mode}: {sc['pooled']['n_present']} labelled positives (< 5): scored, not banded")
-    if mode in LORO_MISSES:
+    mod, _ = labelled_corpus
+    cache = mod.CORPUS_CACHE
+    if mode in LORO_MISSES and cache.is_dir() and any(cache.iterdir()):
+        # measured with the public runs of benchmarks/corpus, whose logs sit in a local cache (not shipped)
         request.applymarker(pytest.mark.xfail(strict=True, reason=LORO_MISSES[mode]))
     assert sc["mean"]["recall"] >= 0.8, sc["mean"]
     assert not sc["mean"].get("fpr", 0.0) > 0.1, sc["mean"]

@@ -16,7 +16,8 @@ SCRIPT = textwrap.dedent(
     import jax, jax.numpy as jnp, numpy as np
     sys.path.insert(0, "tests")
     from test_grpo_trainer import tiny_config
-    from grpojax.grpo import GRPOTrainer, RolloutBatch
+    from grpojax.grpo import GRPOTrainer
+    from grpojax.grpo._step import RolloutBatch
     assert jax.device_count() == 2, jax.devices()
     cfg = tiny_config("warmstart.steps=0", "grpo.k_ref=2", "grpo.beta=0.1", "grpo.advantage=rloo")
     one = GRPOTrainer(cfg, sys.argv[1] + "/one", devices=jax.devices()[:1])
