@@ -1,7 +1,7 @@
 """The one configuration mechanism of grpojax: frozen, validated pydantic models with dotted overrides.
 
-Every user-facing configuration (the trainer's YAML config, the detectors' thresholds, the watch
-engine's settings, a population of runs) is a subclass of :class:`Config`:
+The user-facing configurations (the trainer's YAML config, the detectors' thresholds, the watch
+engine's settings, a decoder's architecture) are subclasses of :class:`Config`:
 
 - fields are typed and validated when a config is built, from keywords, a mapping or a YAML file;
   unknown keys are refused; a config is immutable, and :meth:`Config.replace` returns a validated copy;
