@@ -77,26 +77,12 @@ def _random_value(rng: random.Random, action) -> list:
 
 def _argv(command, picks, paths, out, n):
     """The base of ``command`` with each ``(action, fragment)`` of ``picks`` applied in turn."""
-    base = [a.replace("{out}", out) for a in fz.BASE[command]]
-    vals_of = []
+    base, vals_of = None, []
     for action, fragment in picks:
-        vals = [paths.make(v[1], n) if isinstance(v, tuple) else v for v in fragment]
-        drop = set(fz._exclusive(command, action)) | set(action.option_strings)
-        argv, i = [], 0
-        while i < len(base):
-            if base[i] in drop:
-                i += 1
-                while i < len(base) and not base[i].startswith("--"):
-                    i += 1
-                continue
-            argv.append(base[i])
-            i += 1
-        if not action.option_strings:
-            argv[1] = vals[0]
-        else:
-            argv += [action.option_strings[0], *vals]
-        base = argv
+        base, vals = fz.build_argv(command, action, fragment, paths, out, n, base=base)
         vals_of.append((action, vals))
+    if base is None:
+        base = [a.replace("{out}", out) for a in fz.BASE[command]]
     return base, vals_of
 
 

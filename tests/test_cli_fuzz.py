@@ -177,9 +177,10 @@ def paths(tmp_path_factory):
         subprocess.run(["umount", str(ro)], capture_output=True)
 
 
-def build_argv(command: str, action: argparse.Action, fragment: list, paths: Paths, out: str, n: int):
-    """The base command line of ``command`` with ``action`` set to ``fragment`` (paths resolved)."""
-    base = [a.replace("{out}", out) for a in BASE[command]]
+def build_argv(command: str, action: argparse.Action, fragment: list, paths: Paths, out: str, n: int,
+               base: list[str] | None = None):
+    """The base command line of ``command`` (or ``base``) with ``action`` set to ``fragment`` (paths resolved)."""
+    base = [a.replace("{out}", out) for a in BASE[command]] if base is None else base
     vals = [paths.make(v[1], n) if isinstance(v, tuple) else v for v in fragment]
     drop = set(_exclusive(command, action)) | set(action.option_strings)
     argv, i = [], 0
