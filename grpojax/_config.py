@@ -1,12 +1,15 @@
 """The one configuration mechanism of grpojax: frozen, validated pydantic models with dotted overrides.
 
-The user-facing configurations (the trainer's YAML config, the detectors' thresholds, the watch
-engine's settings, a decoder's architecture) are subclasses of :class:`Config`:
+The user-facing configurations (the trainer's YAML config and its answer-parsing options, the detectors'
+thresholds, the watch engine's settings, a decoder's architecture, a population file and its members) are
+subclasses of :class:`Config`:
 
 - fields are typed and validated when a config is built, from keywords, a mapping or a YAML file;
-  unknown keys are refused; a config is immutable, and :meth:`Config.replace` returns a validated copy;
-- every validation error becomes one :class:`grpojax.ConfigError` line that names the dotted key, the
-  bad value and what was expected (``grpo.k_ref=0; expected an integer >= 1``);
+  unknown keys are refused; a config is immutable (assigning a field raises an ``AttributeError``;
+  hashable when its fields are) and :meth:`Config.replace` returns a validated copy;
+- every validation error becomes one :class:`grpojax.ConfigError` line that names the dotted key (list
+  positions in brackets), the bad value and what was expected (``grpo.k_ref=0; expected >= 1``,
+  ``members[2].lr=-1.0; expected a finite number > 0``);
 - :func:`apply_overrides` applies ``section.key=value`` strings (values parsed as YAML), which is what
   ``--set`` does on the command line;
 - choices are ``Literal`` types built from the tuple that names them where they are used
@@ -26,7 +29,9 @@ a dependency of the libraries grpojax builds on.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import typing
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Self
 
@@ -36,7 +41,7 @@ from pydantic import BeforeValidator, ConfigDict
 
 from grpojax._errors import ConfigError
 
-__all__ = ["Config", "Finite", "Int", "Bool", "apply_overrides", "format_validation_error", "yaml_error"]
+__all__ = ["Config", "Finite", "Int", "Bool", "apply_overrides", "dotted_key", "format_validation_error", "yaml_error"]
 
 
 def _finite_number(v: Any) -> Any:
@@ -92,21 +97,29 @@ class Config(pydantic.BaseModel):
             err.validation_error, err.model = exc, type(self)
             raise err from None
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in type(self).model_fields:
+            raise dataclasses.FrozenInstanceError(
+                f"{type(self).__name__} is frozen; .replace({name}=...) returns a validated copy")
+        super().__setattr__(name, value)
+
     @classmethod
-    def from_dict(cls, data: Any, *, where: str = "") -> Self:
+    def from_dict(cls, data: Any, *, where: str = "", key: str = "") -> Self:
         """Build from a mapping (``None``: every default); errors are one :class:`ConfigError` line.
 
-        ``where`` prefixes the message (a file name).
+        ``where`` prefixes the message (a file name); ``key`` is the place of this mapping inside a larger
+        file, put before the keys the message names (``members[2]`` gives ``members[2].lr=-1.0; ...``).
         """
         if data is None:
             data = {}
         if not isinstance(data, Mapping):
-            raise ConfigError(f"{where + ': ' if where else ''}expected a mapping of keys to values, "
+            at = f"{where}: " if where else ""
+            raise ConfigError(f"{at}{key + ': ' if key else ''}expected a mapping of keys to values, "
                               f"got {type(data).__name__}")
         try:
             return cls.model_validate(dict(data))
         except pydantic.ValidationError as exc:
-            raise ConfigError(format_validation_error(exc, cls, where)) from None
+            raise ConfigError(format_validation_error(exc, cls, where, (key,) if key else ())) from None
 
     def replace(self, **changes: Any) -> Self:
         """A validated copy with some fields changed (nested sections take a mapping or a section)."""
@@ -122,15 +135,28 @@ class Config(pydantic.BaseModel):
 
 def _field_names(cls: type[pydantic.BaseModel], loc: tuple) -> list[str]:
     """The field names of the model reached by following ``loc`` (for an unknown-key message)."""
+    def model_in(ann: Any) -> type[pydantic.BaseModel] | None:  # a model, or one inside list[...] / X | None
+        if isinstance(ann, type) and not typing.get_args(ann) and issubclass(ann, pydantic.BaseModel):
+            return ann
+        return next((m for m in map(model_in, typing.get_args(ann)) if m is not None), None)
+
     model = cls
     for part in loc:
-        f = model.model_fields.get(part) if isinstance(part, str) else None
-        ann = getattr(f, "annotation", None)
-        if isinstance(ann, type) and issubclass(ann, pydantic.BaseModel):
-            model = ann
-        else:
+        if isinstance(part, int):  # a list position: the same model
+            continue
+        inner = model_in(getattr(model.model_fields.get(part), "annotation", None))
+        if inner is None:
             break
+        model = inner
     return sorted(model.model_fields)
+
+
+def dotted_key(loc: Iterable) -> str:
+    """``("members", 2, "lr")`` as ``members[2].lr``: names joined by dots, list positions in brackets."""
+    out = ""
+    for p in loc:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
 
 
 def format_validation_error(exc: pydantic.ValidationError, cls: type[pydantic.BaseModel], where: str = "",
@@ -139,7 +165,7 @@ def format_validation_error(exc: pydantic.ValidationError, cls: type[pydantic.Ba
     err = exc.errors(include_url=False)[0]
     rel = tuple(err["loc"])
     loc = base + rel
-    key = ".".join(str(p) for p in loc)
+    key = dotted_key(loc)
     prefix = f"{where}: " if where else ""
     kind, msg, value = err["type"], err["msg"], err.get("input")
     inner = (err.get("ctx") or {}).get("error")
@@ -147,7 +173,7 @@ def format_validation_error(exc: pydantic.ValidationError, cls: type[pydantic.Ba
         # a nested section raised its own one-line error: rebuild it with the full key
         return format_validation_error(inner.validation_error, inner.model, where, loc)
     if kind == "extra_forbidden":
-        parent = ".".join(str(p) for p in loc[:-1])
+        parent = dotted_key(loc[:-1])
         return (f"{prefix}{parent + ': ' if parent else ''}unknown key {loc[-1]!r}; expected one of "
                 f"{_field_names(cls, rel[:-1])}")
     if kind == "missing":

@@ -50,7 +50,7 @@ def test_numbers_yaml_reads_as_strings_are_accepted():
 
 
 def test_configs_are_frozen_and_replace_validates():
-    with pytest.raises(Exception, match="frozen"):
+    with pytest.raises(AttributeError, match=r"GRPOSection is frozen; .replace\(k_ref=...\)"):
         BASE.grpo.k_ref = 3
     assert BASE.grpo.replace(k_ref=3).k_ref == 3 and BASE.grpo.k_ref == 1
     with pytest.raises(ConfigError, match="k_ref=0; expected >= 1"):
@@ -88,3 +88,31 @@ def test_shipped_and_saved_configs_load_unchanged(name, tmp_path):
     saved = save_config(cfg, tmp_path / "c.yaml")
     assert load_config(saved) == cfg
     assert TrainConfig.from_dict(config_to_dict(cfg)) == cfg
+
+
+def test_list_positions_and_the_place_of_a_section_in_its_file():
+    """A key inside a list is named with its position; a mapping read from inside a larger file (``key=``)
+    is named from there."""
+    from typing import Any
+
+    from pydantic import Field
+
+    from grpojax._config import Config, Int, dotted_key
+
+    class Item(Config):
+        k: Int = Field(1, ge=1)
+
+    class Outer(Config):
+        items: list[Item] = Field(default_factory=list)
+        tags: dict[str, Any] = Field(default_factory=dict)
+
+    assert dotted_key(("items", 2, "k")) == "items[2].k" and dotted_key((3, "a", "b")) == "[3].a.b"
+    with pytest.raises(ConfigError, match=r"^f.yaml: items\[1\]\.k=0; expected >= 1$"):
+        Outer.from_dict({"items": [{"k": 2}, {"k": 0}]}, where="f.yaml")
+    with pytest.raises(ConfigError, match=r"^items\[0\]: unknown key 'j'; expected one of \['k'\]$"):
+        Outer(items=[{"j": 1}])
+    with pytest.raises(ConfigError, match=r"^f.yaml: grid\[3\] \(k=0\)\.k=0; expected >= 1$"):
+        Item.from_dict({"k": 0}, where="f.yaml", key="grid[3] (k=0)")
+    with pytest.raises(ConfigError, match=r"^members\[0\]: expected a mapping of keys to values, got int$"):
+        Item.from_dict(3, key="members[0]")
+    assert Item(k=2) == Item.from_dict({"k": 2.0}) and hash(Item(k=2)) == hash(Item(k=2))

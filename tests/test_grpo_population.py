@@ -114,15 +114,27 @@ def test_sample_completions_logprobs_equal_teacher_forcing_and_stop_at_eos():
 
 
 def test_member_fields_are_checked_with_one_line_errors():
+    from grpojax import ConfigError
     from grpojax.grpo import Member
 
-    Member(lr=0.1).check()
+    m = Member(lr=1)
+    assert m.lr == 1.0 and isinstance(m.lr, float) and m == Member(lr=1.0) and hash(m) == hash(Member(lr=1.0))
+    assert m.replace(name="x").name == "x" and m.name is None
     for kw, key in [({"lr": -1.0}, "lr"), ({"lr": 0.1, "k_ref": 0}, "k_ref"), ({"lr": 0.1, "momentum": 1.0},
                     "momentum"), ({"lr": 0.1, "rule": "ppo"}, "rule"), ({"lr": float("nan")}, "lr"),
-                    ({"lr": 0.1, "seed": -2}, "seed"), ({"lr": 0.1, "name": "a/b"}, "name")]:
-        with pytest.raises(ValueError, match=rf"^m\.{key}=") as info:
-            Member(**kw).check("m")
+                    ({"lr": 0.1, "seed": -2}, "seed"), ({"lr": 0.1, "name": "a/b"}, "name"),
+                    ({"lr": 0.1, "k_ref": 2.5}, "k_ref"), ({"lr": 0.1, "b2": 1.0}, "b2")]:
+        with pytest.raises(ConfigError, match=rf"^{key}=") as info:
+            Member(**kw)
         assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match=r"^m\.k_ref=0; expected >= 1$"):  # inside a file: the key's place
+        Member.from_dict({"lr": 0.1, "k_ref": 0}, key="m")
+    with pytest.raises(ConfigError, match="^lr is required$"):
+        Member()
+    with pytest.raises(ConfigError, match=r"unknown key 'mu'; expected one of \['b1'"):
+        Member(lr=0.1, mu=0.9)
+    with pytest.raises(AttributeError, match="frozen"):
+        m.lr = 2.0
 
 
 def test_layout_groups_members_by_k_ref_with_the_same_groups_on_every_device():
@@ -171,35 +183,67 @@ def test_population_file_members_grid_defaults_and_group_size_buckets(tmp_path):
           lr: [0.1, 0.2]
           k_ref: [1, 4]
         """))
-    assert spec.cfg.steps == 7 and spec.optimizer == "adam" and spec.kl_reference == "behaviour"
-    sizes = [g for g, _ in spec.buckets]
+    spec, cfg, buckets = spec
+    assert cfg.steps == 7 and spec.optimizer == "adam" and spec.kl_reference == "behaviour"
+    sizes = [g for g, _ in buckets]
     assert sizes == [4, 8]  # the grid members get the config's group size (tiny-arith: 8)
-    (_, four), (_, eight) = spec.buckets
+    (_, four), (_, eight) = buckets
     assert [m.name for m in four] == ["base"] and four[0].b1 == 0.8
     assert [(m.lr, m.k_ref) for m in eight] == [(0.1, 1), (0.1, 4), (0.2, 1), (0.2, 4)]
     assert all(m.b1 == 0.8 for m in eight) and len({m.name for m in eight}) == 4
 
 
 @pytest.mark.parametrize(("text", "match"), [
-    ("config: tiny-arith\nmembrs: []\n", r"unknown key 'membrs'"),
-    ("members: [{lr: 0.1}]\n", r"config is missing"),
-    ("config: tiny-arith\n", r"no members"),
-    ("config: tiny-arith\nmembers: [{lr: 0.1, k_ref: 0}]\n", r"members\[0\]\.k_ref=0; expected an integer >= 1"),
-    ("config: tiny-arith\nmembers: [{lr: 0.1, mu: 0.9}]\n", r"members\[0\]\.mu: unknown member field"),
-    ("config: tiny-arith\nmembers: [{k_ref: 2}]\n", r"members\[0\]\.lr is missing"),
+    ("config: tiny-arith\nmembrs: []\n", r"pop.yaml: unknown key 'membrs'; expected one of \['chunk', 'config'"),
+    ("members: [{lr: 0.1}]\n", r"pop.yaml: config is required$"),
+    ("config: tiny-arith\n", r"no members; expected a members list and/or a grid"),
+    ("config: tiny-arith\nmembers: [{lr: 0.1, k_ref: 0}]\n", r"members\[0\]\.k_ref=0; expected >= 1"),
+    ("config: tiny-arith\nmembers: [{lr: 0.1, mu: 0.9}]\n", r"members\[0\]: unknown key 'mu'; expected one of \['b1'"),
+    ("config: tiny-arith\nmembers: [{k_ref: 2}]\n", r"members\[0\]\.lr is required"),
+    ("config: tiny-arith\nmembers: [3]\n", r"members\[0\]=3; expected a valid dictionary"),
+    ("config: tiny-arith\nmembers: {lr: 0.1}\n", r"members=\{'lr': 0.1\}; expected a valid list"),
+    ("config: tiny-arith\ndefaults: {mu: 1}\nmembers: [{lr: 0.1}]\n", r"defaults: unknown key 'mu'"),
     ("config: tiny-arith\ngrid: {lr: []}\n", r"grid\.lr=\[\]; expected a non-empty list"),
-    ("config: tiny-arith\ngrid: {lr: [0.1, -1]}\n", r"grid\[1\] \(lr=-1\)\.lr=-1\.0; expected a number > 0"),
-    ("config: tiny-arith\noptimizer: rmsprop\nmembers: [{lr: 0.1}]\n", r"optimizer='rmsprop'; expected one of sgd\|adam"),
-    ("config: tiny-arith\nmembers: [{lr: 0.1, group_size: 1}]\n", r"members\[0\]\.group_size=1"),
+    ("config: tiny-arith\ngrid: {lr: 0.1}\n", r"grid\.lr=0\.1; expected a valid list"),
+    ("config: tiny-arith\ngrid: {mu: [0.1]}\n", r"grid: unknown key 'mu'"),
+    ("config: tiny-arith\ngrid: {name: [a]}\n", r"grid\.name: names are given to grid members automatically"),
+    ("config: tiny-arith\ngrid: {lr: [0.1, -1]}\n", r"grid\[1\] \(lr=-1\)\.lr=-1\.0; expected a finite number > 0"),
+    ("config: tiny-arith\noptimizer: rmsprop\nmembers: [{lr: 0.1}]\n", r"optimizer='rmsprop'; expected 'sgd' or 'adam'"),
+    ("config: tiny-arith\nkl_reference: old\nmembers: [{lr: 0.1}]\n", r"kl_reference='old'; expected 'behaviour'"),
+    ("config: tiny-arith\ngrad_clip: -1\nmembers: [{lr: 0.1}]\n", r"grad_clip=-1\.0; expected a finite number >= 0"),
+    ("config: tiny-arith\nchunk: 2.5\nmembers: [{lr: 0.1}]\n", r"chunk=2\.5; expected an integer"),
+    ("config: tiny-arith\nmembers: [{lr: 0.1, group_size: 1}]\n", r"members\[0\]\.group_size=1; expected >= 2"),
     ("config: tiny-arith\nmembers: [{lr: 0.1, name: a}, {lr: 0.2, name: a}]\n", r"name 'a' is used twice"),
     ("config: tiny-arith\nset: [grpo.k_ref=0]\nmembers: [{lr: 0.1}]\n", r"k_ref=0"),
+    ("config: tiny-arith\nset: grpo.k_ref=2\nmembers: [{lr: 0.1}]\n", r"set='grpo.k_ref=2'; expected a valid list"),
+    ("config: no-such-config\nmembers: [{lr: 0.1}]\n", r"no-such-config"),
+    ("- config: tiny-arith\n", r"pop.yaml: expected a mapping of keys to values, got list"),
+    ("config: [tiny-arith\n", r"pop.yaml: invalid YAML at line"),
 ])
 def test_population_file_errors_are_one_line_and_name_the_key(tmp_path, text, match):
     from grpojax.grpo._population_spec import load_population_spec
 
-    with pytest.raises(ValueError, match=match) as info:
+    from grpojax import ConfigError
+
+    with pytest.raises(ConfigError, match=match) as info:
         load_population_spec(_write(tmp_path, text))
     assert "\n" not in str(info.value)
+
+
+def test_population_file_blank_keys_are_their_defaults(tmp_path):
+    """A key written without a value (``grid:``) is its default, as the old reader took it."""
+    from grpojax.grpo import Member, load_config
+    from grpojax.grpo._population_spec import load_population_spec
+
+    spec, cfg, buckets = load_population_spec(_write(tmp_path, """
+        config: tiny-arith
+        set:
+        defaults:
+        members: [{lr: 0.1, momentum: 0.5}]
+        grid:
+        """))
+    assert spec.set == [] and spec.grid == {} and cfg == load_config("tiny-arith")
+    assert buckets == [(8, [Member(lr=0.1, momentum=0.5, name="m0000")])]
 
 
 # ------------------------------------------------------------------------------------------ slow: training

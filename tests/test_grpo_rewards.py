@@ -111,7 +111,8 @@ def test_unparseable_scores_zero_and_is_counted():
 
 
 # ---------------------------------------------------------------- answer formats (ParseOptions)
-from grpojax.grpo._rewards import ANSWER_FORMATS, ParseOptions
+from grpojax import ConfigError  # noqa: E402
+from grpojax.grpo._rewards import ANSWER_FORMATS, ParseOptions  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -190,8 +191,13 @@ def test_parse_options_is_frozen_hashable_and_validated():
     assert ParseOptions(fallback_last_number=True).order == ("boxed", "hash", "answer_is", "last_number")
     assert set(ANSWER_FORMATS) == {"boxed", "hash", "answer_tag", "answer_is", "last_number"}
     assert ParseOptions.from_dict({"formats": ["hash"], "fallback_last_number": True}).order == ("hash", "last_number")
-    for bad, needle in (({"formats": ["bold"]}, "bold"), ({"formats": []}, "empty"),
-                        ({"formats": ["hash", "hash"]}, "repeat"), ({"fallback": True}, "fallback"),
-                        ({"fallback_last_number": "yes"}, "yes")):
-        with pytest.raises(ValueError, match=needle):
+    assert ParseOptions("hash") == ParseOptions(formats=["hash"])  # one name is a list of one
+    for bad, needle in (({"formats": ["bold"]}, r"^formats\[0\]='bold'; expected 'boxed', 'hash'"),
+                        ({"formats": []}, r"^formats=\[\]; expected at least one of boxed"),
+                        ({"formats": ["hash", "hash"]}, r"^formats=\['hash', 'hash'\]; a format repeats"),
+                        ({"fallback": True}, r"^unknown key 'fallback'; expected one of \['fallback_last_number'"),
+                        ({"fallback_last_number": "yes"}, r"^fallback_last_number='yes'; expected a YAML boolean")):
+        with pytest.raises(ConfigError, match=needle):
             ParseOptions.from_dict(bad)
+        with pytest.raises(ConfigError, match=needle):
+            ParseOptions(**bad)

@@ -335,7 +335,7 @@ def test_reward_parse_options_reach_the_scorer(tmp_path, monkeypatch):
                       "rewards.parse={formats: [hash], fallback_last_number: true}")
     GRPOTrainer(cfg, tmp_path).rollout(0)
     assert seen == [ParseOptions(formats=("hash",), fallback_last_number=True)]
-    with pytest.raises(ValueError, match=r"rewards.parse: unknown answer format\(s\) \['hashes'\]"):
+    with pytest.raises(ValueError, match=r"rewards.parse.formats\[0\]='hashes'; expected 'boxed'"):
         tiny_config("rewards.parse={formats: [hashes]}")
 
 

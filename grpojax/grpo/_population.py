@@ -28,7 +28,7 @@ import math
 import pathlib
 import time
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +37,9 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+from pydantic import Field, field_validator
 
+from grpojax._config import Config, Finite, Int
 from grpojax._errors import ConfigError, InvalidValueError
 from grpojax._io import write_json
 from grpojax._progress import progress as make_progress
@@ -56,55 +58,42 @@ RULES = ("clipped", "unclipped", "none")
 KL_REFERENCES = ("behaviour", "initial")
 
 
-@dataclasses.dataclass(frozen=True)
-class Member:
-    """One member's hyperparameters.
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+class Member(Config):
+    """One member's hyperparameters (a :class:`grpojax._config.Config`: validated when built, frozen,
+    hashable; a bad field is one :class:`grpojax.ConfigError` line naming it).
 
     Attributes:
-      lr: learning rate (constant).
-      momentum: heavy-ball momentum ``mu`` (optimizer ``sgd``).
-      b1, b2: Adam's betas (optimizer ``adam``).
-      k_ref: optimiser updates per rollout batch (refresh period of the behaviour policy / reference).
-      beta: k3 KL coefficient.
-      clip_eps: clip range ``[1 - eps, 1 + eps]`` of the importance ratio (rule ``clipped``).
+      lr: learning rate (constant), > 0.
+      momentum: heavy-ball momentum ``mu`` (optimizer ``sgd``), in ``[0, 1)``.
+      b1, b2: Adam's betas (optimizer ``adam``), in ``[0, 1)``.
+      k_ref: optimiser updates per rollout batch (refresh period of the behaviour policy / reference), >= 1.
+      beta: k3 KL coefficient, >= 0.
+      clip_eps: clip range ``[1 - eps, 1 + eps]`` of the importance ratio (rule ``clipped``), > 0.
       rule: ``clipped`` (PPO-style ratio), ``unclipped`` (ratio, no clip) or ``none`` (no ratio).
-      seed: prompt draws and sampling.
-      name: the member's folder name (default ``m0000``, ``m0001``, ...).
+      seed: prompt draws and sampling, >= 0.
+      name: the member's folder name: letters, digits, ``-``, ``_``, ``.`` (default ``m0000``, ``m0001``, ...).
     """
 
-    lr: float
-    momentum: float = 0.0
-    b1: float = 0.9
-    b2: float = 0.999
-    k_ref: int = 1
-    beta: float = 0.0
-    clip_eps: float = 0.2
-    rule: str = "clipped"
-    seed: int = 0
+    lr: Finite = Field(gt=0)
+    momentum: Finite = Field(0.0, ge=0, lt=1)
+    b1: Finite = Field(0.9, ge=0, lt=1)
+    b2: Finite = Field(0.999, ge=0, lt=1)
+    k_ref: Int = Field(1, ge=1)
+    beta: Finite = Field(0.0, ge=0)
+    clip_eps: Finite = Field(0.2, gt=0)
+    rule: Literal[RULES] = "clipped"
+    seed: Int = Field(0, ge=0)
     name: str | None = None
 
-    def check(self, where: str = "member") -> "Member":
-        """Raise a one-line :class:`ConfigError` naming the first bad field; return ``self``."""
-        checks = [
-            ("lr", isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0, "a number > 0"),
-            ("momentum", isinstance(self.momentum, (int, float)) and 0 <= self.momentum < 1, "0 <= momentum < 1"),
-            ("b1", isinstance(self.b1, (int, float)) and 0 <= self.b1 < 1, "0 <= b1 < 1"),
-            ("b2", isinstance(self.b2, (int, float)) and 0 <= self.b2 < 1, "0 <= b2 < 1"),
-            ("k_ref", isinstance(self.k_ref, int) and not isinstance(self.k_ref, bool) and self.k_ref >= 1,
-             "an integer >= 1"),
-            ("beta", isinstance(self.beta, (int, float)) and math.isfinite(self.beta) and self.beta >= 0,
-             "a number >= 0"),
-            ("clip_eps", isinstance(self.clip_eps, (int, float)) and self.clip_eps > 0, "a number > 0"),
-            ("rule", self.rule in RULES, "one of " + "|".join(RULES)),
-            ("seed", isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0,
-             "an integer >= 0"),
-            ("name", self.name is None or (isinstance(self.name, str) and self.name.replace("-", "").replace(
-                "_", "").replace(".", "").isalnum()), "letters, digits, '-', '_', '.'"),
-        ]
-        for key, ok, expected in checks:
-            if not ok:
-                raise ConfigError(f"{where}.{key}={getattr(self, key)!r}; expected {expected}")
-        return self
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, v: str | None) -> str | None:
+        if v is not None and not (v and set(v) <= _NAME_CHARS and v not in (".", "..")):
+            raise ValueError("expected letters, digits, '-', '_', '.' (a folder name)")
+        return v
 
 
 class PopulationResult(NamedTuple):
@@ -443,8 +432,7 @@ def _members_with_names(members: Sequence[Member]) -> tuple[Member, ...]:
     for i, m in enumerate(members):
         if not isinstance(m, Member):
             raise InvalidValueError(f"members[{i}] is a {type(m).__name__}; expected a grpojax.grpo.Member")
-        m.check(f"members[{i}]")
-        out.append(m if m.name else dataclasses.replace(m, name=f"m{i:04d}"))
+        out.append(m if m.name else m.replace(name=f"m{i:04d}"))
     names = [m.name for m in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -666,7 +654,7 @@ def _write_logs(loggers, res: PopulationResult, cfg: TrainConfig, optimizer: str
         evals = res.metrics.get("eval_reward", np.full((0, 1), np.nan))[:, j] if "eval_reward" in res.metrics \
             else np.zeros(0)
         evals = evals[np.isfinite(evals)]
-        summary = {"member": dataclasses.asdict(m), "diverged": bool(res.diverged[j]),
+        summary = {"member": m.to_dict(), "diverged": bool(res.diverged[j]),
                    "diverged_step": int(res.diverged_step[j]) or None, "steps": int(cfg.steps),
                    "reward_first": float(finite[0]) if finite.size else None,
                    "reward_last": float(finite[-1]) if finite.size else None,

@@ -23,141 +23,138 @@ the key.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import pathlib
-from typing import NamedTuple
+from typing import Any, Literal
 
 import yaml
+from pydantic import Field, model_validator
 
+from grpojax._config import Config, Finite, Int, yaml_error
 from grpojax._errors import ConfigError
 from grpojax.grpo._population import KL_REFERENCES, OPTIMIZERS, Member
 from grpojax.grpo._train_config import TrainConfig, apply_overrides, load_config, resolve_config_path
 
 __all__ = ["PopulationSpec", "load_population_spec", "train_population_file"]
 
-_TOP = ("config", "set", "optimizer", "kl_reference", "grad_clip", "chunk", "defaults", "members", "grid")
-_FIELDS = tuple(f.name for f in dataclasses.fields(Member)) + ("group_size",)
+
+class _Entry(Member):
+    """A member as a population file writes it: the member's fields and its group size."""
+
+    group_size: Int | None = Field(None, ge=2)
 
 
-class PopulationSpec(NamedTuple):
-    """A validated population file.
+_FIELDS = tuple(_Entry.model_fields)
 
-    Attributes:
-      cfg: the base run configuration (with the ``set`` overrides).
-      buckets: ``[(group_size, members)]``, one entry per group size (one compiled program each).
-      optimizer, kl_reference, grad_clip, chunk: the :func:`grpojax.grpo.train_population` options.
+
+class PopulationSpec(Config):
+    """A population file (see the module docstring): validated when read, every error one line naming the key.
+
+    The members (``members`` then the ``grid`` product, each over ``defaults``) are checked when the file is
+    read; :meth:`buckets` gives them grouped by group size, :meth:`train_config` the base run config.
     """
 
-    cfg: TrainConfig
-    buckets: list
-    optimizer: str
-    kl_reference: str
-    grad_clip: float
-    chunk: int
+    config: str
+    """The base run config: a shipped config name or a config file."""
+    set: list[str] = Field(default_factory=list)
+    """Dotted ``KEY=VALUE`` overrides of the base config."""
+    optimizer: Literal[OPTIMIZERS] = "sgd"
+    kl_reference: Literal[KL_REFERENCES] = "behaviour"
+    grad_clip: Finite = Field(0.0, ge=0)
+    """Global-norm gradient clipping (0: none)."""
+    chunk: Int = Field(10, ge=1)
+    """Optimiser steps per compiled call."""
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    """Member fields every member starts from."""
+    members: list[dict[str, Any]] = Field(default_factory=list)
+    grid: dict[str, list] = Field(default_factory=dict)
+    """Member field -> values; a member for each combination (in the order written)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):  # a key written without a value (``grid:``) is its default
+            data = {k: v for k, v in data.items() if not (v is None and k in ("set", "defaults", "members", "grid"))}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> "PopulationSpec":
+        for k in self.defaults:
+            if k not in _FIELDS:
+                raise ConfigError(f"defaults: unknown key {k!r}; expected one of {sorted(_FIELDS)}")
+        for k, v in self.grid.items():
+            if k not in _FIELDS:
+                raise ConfigError(f"grid: unknown key {k!r}; expected one of {sorted(_FIELDS)}")
+            if k == "name":
+                raise ConfigError("grid.name: names are given to grid members automatically; expected other fields")
+            if not v:
+                raise ConfigError(f"grid.{k}=[]; expected a non-empty list of values")
+        entries = self._entries()
+        if not entries:
+            raise ConfigError("no members; expected a members list and/or a grid")
+        names = [m.name for _, m in entries]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ConfigError(f"member name {dup[0]!r} is used twice; expected one folder per member")
+        return self
+
+    def _entries(self) -> list[tuple[int | None, Member]]:
+        """``(group_size or None, member)`` for every member, in file order, names filled in."""
+        raw = [(f"members[{i}]", {**self.defaults, **m}) for i, m in enumerate(self.members)]
+        keys = list(self.grid)
+        for j, values in enumerate(itertools.product(*(self.grid[k] for k in keys)) if keys else ()):
+            raw.append((f"grid[{j}] ({', '.join(f'{k}={v}' for k, v in zip(keys, values))})",
+                        {**self.defaults, **dict(zip(keys, values))}))
+        out = []
+        for i, (where, fields) in enumerate(raw):
+            e = _Entry.from_dict(fields, key=where)
+            kw = e.to_dict()
+            g = kw.pop("group_size")
+            out.append((g, Member(**{**kw, "name": kw["name"] or f"m{i:04d}"})))
+        return out
+
+    def buckets(self, group_size: int) -> list[tuple[int, list[Member]]]:
+        """``[(group size, members)]`` in increasing group size (members without one get ``group_size``)."""
+        by_g: dict[int, list[Member]] = {}
+        for g, m in self._entries():
+            by_g.setdefault(g or group_size, []).append(m)
+        return sorted(by_g.items())
+
+    def train_config(self) -> TrainConfig:
+        """The base run config with the ``set`` overrides applied (validated)."""
+        try:
+            cfg = load_config(resolve_config_path(self.config))
+        except FileNotFoundError as exc:  # the message names the config asked for and the shipped ones
+            raise ConfigError(str(exc)) from None
+        return (apply_overrides(cfg, self.set) if self.set else cfg).validate()
+
+    @classmethod
+    def read(cls, path: str | pathlib.Path) -> "PopulationSpec":
+        """Read and validate a population file.
+
+        Raises:
+          ConfigError: an unreadable file, an unknown or bad key (named), or no member at all.
+        """
+        p = pathlib.Path(path)
+        if not p.is_file():
+            raise ConfigError(f"population file {p} does not exist")
+        try:
+            data = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"population file {p}: {yaml_error(exc)}") from None
+        return cls.from_dict(data, where=f"population file {p}")
 
 
-def _member(fields: dict, where: str) -> tuple[int | None, Member]:
-    if not isinstance(fields, dict):
-        raise ConfigError(f"{where}: expected a mapping of member fields, got {type(fields).__name__}")
-    unknown = sorted(str(k) for k in fields if k not in _FIELDS)
-    if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}: unknown member field; expected one of {', '.join(_FIELDS)}")
-    kw = dict(fields)
-    g = kw.pop("group_size", None)
-    if g is not None and not (isinstance(g, int) and not isinstance(g, bool) and g >= 2):
-        raise ConfigError(f"{where}.group_size={g!r}; expected an integer >= 2")
-    if "lr" not in kw:
-        raise ConfigError(f"{where}.lr is missing; every member needs a learning rate")
-    for k in ("lr", "momentum", "b1", "b2", "beta", "clip_eps"):
-        if k in kw and isinstance(kw[k], int) and not isinstance(kw[k], bool):
-            kw[k] = float(kw[k])
-        if k in kw and not isinstance(kw[k], float):
-            raise ConfigError(f"{where}.{k}={kw[k]!r}; expected a number")
-    return g, Member(**kw).check(where)
-
-
-def load_population_spec(path: str | pathlib.Path) -> PopulationSpec:
-    """Read and validate a population file (see the module docstring).
+def load_population_spec(path: str | pathlib.Path) -> tuple[PopulationSpec, TrainConfig, list]:
+    """Read a population file: ``(spec, base config, buckets)`` with ``buckets`` from
+    :meth:`PopulationSpec.buckets` at the base config's group size.
 
     Raises:
-      ConfigError: an unreadable file, an unknown or bad key (named), or no member at all.
+      ConfigError: an unreadable file, an unknown or bad key (named), no member at all, or a bad base config.
     """
-    p = pathlib.Path(path)
-    if not p.is_file():
-        raise ConfigError(f"population file {p} does not exist")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"population file {p} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"population file {p}: expected a mapping with keys {', '.join(_TOP)}")
-    unknown = sorted(str(k) for k in data if k not in _TOP)
-    if unknown:
-        raise ConfigError(f"population file {p}: unknown key {unknown[0]!r}; expected one of {', '.join(_TOP)}")
-    if "config" not in data:
-        raise ConfigError(f"population file {p}: config is missing (a shipped config name or a config file)")
-    cfg = load_config(resolve_config_path(str(data["config"])))
-    sets = data.get("set") or []
-    if not isinstance(sets, list) or not all(isinstance(s, str) for s in sets):
-        raise ConfigError(f"set={sets!r}; expected a list of KEY=VALUE strings")
-    if sets:
-        cfg = apply_overrides(cfg, sets)
-    cfg.validate()
-    optimizer = data.get("optimizer", "sgd")
-    if optimizer not in OPTIMIZERS:
-        raise ConfigError(f"optimizer={optimizer!r}; expected one of {'|'.join(OPTIMIZERS)}")
-    kl_ref = data.get("kl_reference", "behaviour")
-    if kl_ref not in KL_REFERENCES:
-        raise ConfigError(f"kl_reference={kl_ref!r}; expected one of {'|'.join(KL_REFERENCES)}")
-    clip = data.get("grad_clip", 0.0)
-    if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not clip >= 0:
-        raise ConfigError(f"grad_clip={clip!r}; expected a number >= 0 (0: none)")
-    chunk = data.get("chunk", 10)
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ConfigError(f"chunk={chunk!r}; expected an integer >= 1")
-    defaults = data.get("defaults") or {}
-    if not isinstance(defaults, dict):
-        raise ConfigError(f"defaults={defaults!r}; expected a mapping of member fields")
-    bad = sorted(str(k) for k in defaults if k not in _FIELDS)
-    if bad:
-        raise ConfigError(f"defaults.{bad[0]}: unknown member field; expected one of {', '.join(_FIELDS)}")
-    entries: list[tuple[str, dict]] = []
-    listed = data.get("members") or []
-    if not isinstance(listed, list):
-        raise ConfigError(f"members: expected a list of member mappings, got {type(listed).__name__}")
-    for i, m in enumerate(listed):
-        if not isinstance(m, dict):
-            raise ConfigError(f"members[{i}]: expected a mapping of member fields, got {type(m).__name__}")
-        entries.append((f"members[{i}]", {**defaults, **m}))
-    grid = data.get("grid") or {}
-    if not isinstance(grid, dict):
-        raise ConfigError(f"grid: expected a mapping of member field -> list of values, got {type(grid).__name__}")
-    for k, v in grid.items():
-        if k not in _FIELDS:
-            raise ConfigError(f"grid.{k}: unknown member field; expected one of {', '.join(_FIELDS)}")
-        if not isinstance(v, list) or not v:
-            raise ConfigError(f"grid.{k}={v!r}; expected a non-empty list of values")
-        if k == "name":
-            raise ConfigError("grid.name: names are given to grid members automatically; expected other fields")
-    if grid:
-        keys = list(grid)
-        for j, values in enumerate(itertools.product(*(grid[k] for k in keys))):
-            entries.append((f"grid[{j}] ({', '.join(f'{k}={v}' for k, v in zip(keys, values))})",
-                            {**defaults, **dict(zip(keys, values))}))
-    if not entries:
-        raise ConfigError(f"population file {p}: no members; expected a members list and/or a grid")
-    buckets: dict[int, list[Member]] = {}
-    for i, (where, fields) in enumerate(entries):
-        g, m = _member(fields, where)
-        if m.name is None:
-            m = dataclasses.replace(m, name=f"m{i:04d}")
-        buckets.setdefault(g or cfg.grpo.group_size, []).append(m)
-    names = [m.name for ms in buckets.values() for m in ms]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ConfigError(f"member name {dup[0]!r} is used twice; expected one folder per member")
-    return PopulationSpec(cfg, sorted(buckets.items()), optimizer, kl_ref, float(clip), chunk)
+    spec = PopulationSpec.read(path)
+    cfg = spec.train_config()
+    return spec, cfg, spec.buckets(cfg.grpo.group_size)
 
 
 def train_population_file(path: str | pathlib.Path, out_dir: str | pathlib.Path, *, show_progress: bool = True,
@@ -169,13 +166,13 @@ def train_population_file(path: str | pathlib.Path, out_dir: str | pathlib.Path,
     """
     from grpojax.grpo._population import train_population  # noqa: PLC0415
 
-    spec = load_population_spec(path)
+    spec, base, buckets = load_population_spec(path)
     out = pathlib.Path(out_dir)
     results = []
     warm = None
-    for g, members in spec.buckets:
-        cfg = apply_overrides(spec.cfg, [f"grpo.group_size={g}"])
-        folder = out if len(spec.buckets) == 1 else out / f"G{g}"
+    for g, members in buckets:
+        cfg = apply_overrides(base, [f"grpo.group_size={g}"])
+        folder = out if len(buckets) == 1 else out / f"G{g}"
         res = train_population(cfg, members, folder, optimizer=spec.optimizer, kl_reference=spec.kl_reference,
                                grad_clip=spec.grad_clip, chunk=spec.chunk, devices=devices,
                                show_progress=show_progress, warm=warm)

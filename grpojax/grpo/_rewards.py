@@ -27,15 +27,16 @@ normalised string comparison.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
+from pydantic import field_serializer, field_validator
 
+from grpojax._config import Bool, Config
 from grpojax._errors import InvalidValueError
 
 __all__ = [
@@ -67,34 +68,44 @@ _LAST_NUM_RE = re.compile(r"(?<![\w.])(?:[-−](?=\d))?\$?(?:\d{1,3}(?:,\d{3})+(
 ANSWER_FORMATS = ("boxed", "hash", "answer_tag", "answer_is", "last_number")
 
 
-@dataclasses.dataclass(frozen=True)
-class ParseOptions:
-    """How a completion's final answer is found.
+class ParseOptions(Config):
+    """How a completion's final answer is found (a :class:`grpojax._config.Config`: frozen, hashable,
+    validated; the trainer's ``rewards.parse`` section).
 
     Attributes:
-      formats: the answer formats to try, in order (names from :data:`ANSWER_FORMATS`).
+      formats: the answer formats to try, in order (names from :data:`ANSWER_FORMATS`; one name alone is
+        read as a list of one).
       fallback_last_number: when no format matches, take the last number in the text (the same as
         appending ``"last_number"`` to ``formats``).
 
     Raises:
-      ValueError: an unknown or repeated format, or no format at all.
+      ConfigError: an unknown or repeated format, no format at all, or an unknown key (named).
     """
 
-    formats: tuple[str, ...] = ("boxed", "hash", "answer_is")
-    fallback_last_number: bool = False
+    formats: tuple[Literal[ANSWER_FORMATS], ...] = ("boxed", "hash", "answer_is")
+    fallback_last_number: Bool = False
 
-    def __post_init__(self):
-        formats = (self.formats,) if isinstance(self.formats, str) else tuple(self.formats)
-        unknown = [f for f in formats if f not in ANSWER_FORMATS]
-        if unknown:
-            raise InvalidValueError(f"unknown answer format(s) {unknown}; expected some of {list(ANSWER_FORMATS)}")
-        if len(set(formats)) != len(formats):
-            raise InvalidValueError(f"answer formats {list(formats)} repeat a format; expected each at most once")
-        if not formats:
-            raise InvalidValueError("answer formats are empty; expected at least one of " + ", ".join(ANSWER_FORMATS))
-        if not isinstance(self.fallback_last_number, bool):
-            raise InvalidValueError(f"fallback_last_number={self.fallback_last_number!r}; expected true or false")
-        object.__setattr__(self, "formats", formats)
+    def __init__(self, formats: Sequence[str] | str = ("boxed", "hash", "answer_is"),
+                 fallback_last_number: bool = False, **data: Any) -> None:
+        super().__init__(formats=formats, fallback_last_number=fallback_last_number, **data)
+
+    @field_validator("formats", mode="before")
+    @classmethod
+    def _one_name_is_a_list(cls, v: Any) -> Any:
+        return (v,) if isinstance(v, str) else v
+
+    @field_validator("formats")
+    @classmethod
+    def _distinct_and_not_empty(cls, v: tuple) -> tuple:
+        if not v:
+            raise ValueError("expected at least one of " + ", ".join(ANSWER_FORMATS))
+        if len(set(v)) != len(v):
+            raise ValueError("a format repeats; expected each at most once")
+        return v
+
+    @field_serializer("formats")
+    def _as_list(self, v: tuple) -> list:
+        return list(v)  # YAML and JSON store a list
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -108,19 +119,6 @@ class ParseOptions:
         """The same options without ``last_number`` (what :func:`format_reward` accepts as a stated answer)."""
         explicit = tuple(f for f in self.formats if f != "last_number") or ("boxed", "hash", "answer_is")
         return ParseOptions(explicit, False)
-
-    @classmethod
-    def from_dict(cls, data: dict | None) -> "ParseOptions":
-        """From a configuration mapping (``{"formats": [...], "fallback_last_number": bool}``).
-
-        Raises:
-          ValueError: an unknown key (named) or a bad value.
-        """
-        data = dict(data or {})
-        unknown = sorted(set(data) - {"formats", "fallback_last_number"})
-        if unknown:
-            raise InvalidValueError(f"unknown answer parsing option(s) {unknown}; expected formats, fallback_last_number")
-        return cls(**data)
 
 
 DEFAULT_PARSING = ParseOptions()

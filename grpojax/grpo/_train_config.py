@@ -26,6 +26,7 @@ from grpojax._errors import ConfigError
 from grpojax.grpo._advantages import ADVANTAGE_MODES
 from grpojax.grpo._loss import AGGREGATIONS
 from grpojax.grpo._optim import OPTIMIZERS, SCHEDULES
+from grpojax.grpo._rewards import ParseOptions
 
 __all__ = [
     "CONFIG_DIR",
@@ -131,44 +132,21 @@ class DataSection(Config):
 
 class RewardSection(Config):
     """Weights of the named reward functions (``grpojax.grpo.REWARD_FUNCTIONS``) and how answers are parsed:
-    ``parse`` holds :class:`grpojax.grpo.ParseOptions` fields (``formats``: a list of ``ANSWER_FORMATS``
-    names tried in order, ``fallback_last_number``: take the last number when none matches); empty: the
-    defaults."""
+    ``parse`` is a :class:`grpojax.grpo.ParseOptions` (``formats``: a list of ``ANSWER_FORMATS`` names tried
+    in order, ``fallback_last_number``: take the last number when none matches); empty: the defaults."""
 
     weights: dict[str, Finite] = Field(default_factory=lambda: {"correctness": 1.0})
-    parse: dict[str, Any] = Field(default_factory=dict)
+    parse: ParseOptions = Field(default_factory=ParseOptions)
 
     @model_validator(mode="after")
     def _check(self):
         if not self.weights:
             raise ValueError("rewards.weights is empty; expected at least one reward, e.g. {correctness: 1.0}")
-        self.parse_options()
         return self
 
-    def parse_options(self):
-        """The :class:`grpojax.grpo.ParseOptions` of ``parse``.
-
-        Raises:
-          ValueError: an unknown key or a bad value (the message names ``rewards.parse``).
-        """
-        from grpojax.grpo._rewards import ParseOptions
-
-        fields = ("formats", "fallback_last_number")
-        unknown = sorted(str(k) for k in self.parse if k not in fields)
-        if unknown:
-            raise ConfigError(f"rewards.parse: unknown key(s) {unknown}; expected some of {list(fields)}")
-        kw = dict(self.parse)
-        if "formats" in kw:
-            f = kw["formats"]
-            if isinstance(f, str):
-                f = [f]
-            if not isinstance(f, (list, tuple)) or not all(isinstance(x, str) for x in f):
-                raise ConfigError(f"rewards.parse.formats={kw['formats']!r}; expected a list of answer format names")
-            kw["formats"] = tuple(f)
-        try:
-            return ParseOptions(**kw)
-        except ValueError as exc:
-            raise ConfigError(f"rewards.parse: {exc}") from None
+    def parse_options(self) -> ParseOptions:
+        """The :class:`grpojax.grpo.ParseOptions` of ``parse``."""
+        return self.parse
 
 
 class SamplingSection(Config):
