@@ -13,23 +13,28 @@ mean over the last 10% of the run from the first 25%, 50% and 75% of the steps, 
 
 Protocol (one for every real-run experiment: ``experiments/_loro.py``): leave one repository out. For
 each repository in turn, the combination weights and the error quantiles are learned from the other
-repositories' series plus simulated runs of three families the creep model does not contain (a late
-collapse, a second rise, a step change of the schedule); the held-out repository's series are scored
-with them. Scores per repository, then averaged over repositories (every repository weighs the same):
+repositories' real series only; the held-out repository's series are scored with them. Scores per repository, then averaged over repositories (every repository weighs the same):
 MAE and MAE/σ (σ: the series' standard deviation), coverage and width/σ of the 90% interval, the
 90% interval (Winkler) score /σ and the CRPS/σ of the predictive distribution (the combined forecast's
-calibrated quantiles; a split normal through each other method's own interval). The simulated families
-are scored the same way, each family held out in turn. Nothing is chosen by looking at a held-out
-repository: the design (features, bins, shrinkage, quantile levels) was written down before the first
-run, and the scores of every repository are reported.
+calibrated quantiles; a split normal through each other method's own interval). Simulated runs of three
+families the creep model does not contain (a late collapse, a second rise, a step change of the schedule)
+are scored with the calibration learned from every real repository: what the interval does on runs
+unlike the corpus. Inside a fold nothing looks at the held-out repository; the design itself (weighted
+median, error scale, split-conformal quantiles) was chosen after looking at this table on the
+development corpus (see the forecasting page), and the scores of every repository are reported.
 
-The shipped calibration (``grpojax/fit/forecast_calibration.json``) is learned from every repository
-and every simulated family of this run; ``--write-calibration PATH`` writes it.
+Corpus: the folders of ``--corpus`` and the public runs of ``benchmarks/corpus/MANIFEST.tsv`` whose files
+are present (committed beside the manifest or in ``data/corpus-cache/``; ``--public-corpus none`` leaves
+them out). Repositories kept for held-out evaluation (``_loro.RESERVED_REPOS``) are never read.
+
+The shipped calibration (``grpojax/fit/forecast_calibration.json``) is learned from every real repository
+of this run; ``--write-calibration PATH`` writes it.
 
 Usage::
 
     python experiments/forecast_real_runs.py --corpus DIR [--corpus DIR2] [--out DIR] [--quick]
-        [--sim-per-family N] [--write-calibration grpojax/fit/forecast_calibration.json]
+        [--sim-per-family N] [--public-corpus DIR|none] [--reuse-records JSON]
+        [--write-calibration grpojax/fit/forecast_calibration.json]
 
 A corpus folder is either a real-runs folder (``<id>/run.jsonl`` with ``INDEX.tsv`` naming each run's
 source repository) or a folder of log files with a ``README.md`` table naming each file's source
@@ -55,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 from _loro import reserved  # noqa: E402  (the repositories kept for held-out evaluation)
 DEFAULT_CORPORA = (ROOT.parent / "shared" / "real-runs", ROOT.parent / "shared" / "real-logs")
+PUBLIC_CORPUS = ROOT / "benchmarks" / "corpus"
 
 NAME = "forecast_real_runs"
 BASELINES = ("persistence", "exponential", "sigmoid")
@@ -96,21 +102,57 @@ def load_corpus(root: pathlib.Path):
         except (LogFormatError, FileNotFoundError, ValueError) as e:
             skipped.append((rid, repo, f"unreadable: {str(e)[-120:]}"))
             continue
-        r = runs[0]
-        for metric in ("reward_mean", "eval_reward"):
-            if not r.has(metric):
-                continue
-            s, y = r.series(metric)
-            s, y = np.asarray(s, float), np.asarray(y, float)
-            ok = np.isfinite(y)
-            s, y = s[ok], y[ok]
-            if s.size < MIN_SERIES:
-                skipped.append((rid, repo, f"{metric}: {s.size} points < {MIN_SERIES}"))
-                continue
-            if np.std(y) == 0:
-                skipped.append((rid, repo, f"{metric}: constant"))
-                continue
-            items.append((rid, repo, metric, s, y))
+        items_r, skipped_r = _series_items(runs[0], rid, repo)
+        items += items_r
+        skipped += skipped_r
+    return items, skipped
+
+
+def load_public_corpus(corpus: pathlib.Path = PUBLIC_CORPUS):
+    """The series of the public runs listed in ``corpus/MANIFEST.tsv`` (files beside the manifest or in the
+    git-ignored cache ``data/corpus-cache/<id>/``, read as ``experiments/diagnose_real_runs.py`` reads them),
+    as :func:`load_corpus` gives them; runs whose files are absent are skipped and named."""
+    import csv
+
+    from diagnose_real_runs import CORPUS_CACHE, load_corpus_runs
+
+    manifest = corpus / "MANIFEST.tsv"
+    if not manifest.is_file():
+        return [], []
+    with open(manifest, newline="") as fh:
+        repo_of = {row["id"]: row["repo"] for row in csv.DictReader(fh, delimiter="\t")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runs, absent = load_corpus_runs(corpus, CORPUS_CACHE)
+    items, skipped = [], [(rid, repo_of.get(rid, "?"), "file absent") for rid in absent]
+    for r in runs:
+        repo = repo_of[r.name]
+        if reserved(repo):
+            skipped.append((r.name, repo, "repository reserved for held-out evaluation"))
+            continue
+        items_r, skipped_r = _series_items(r, r.name, repo)
+        items += items_r
+        skipped += skipped_r
+    return items, skipped
+
+
+def _series_items(r, rid, repo):
+    """``([(run_id, repo, metric, steps, values)], [skips])`` for the reward series of one run."""
+    items, skipped = [], []
+    for metric in ("reward_mean", "eval_reward"):
+        if not r.has(metric):
+            continue
+        s, y = r.series(metric)
+        s, y = np.asarray(s, float), np.asarray(y, float)
+        ok = np.isfinite(y)
+        s, y = s[ok], y[ok]
+        if s.size < MIN_SERIES:
+            skipped.append((rid, repo, f"{metric}: {s.size} points < {MIN_SERIES}"))
+            continue
+        if np.std(y) == 0:
+            skipped.append((rid, repo, f"{metric}: constant"))
+            continue
+        items.append((rid, repo, metric, s, y))
     return items, skipped
 
 
@@ -286,7 +328,7 @@ def summarise(rows, prefixes):
 
 
 def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_calibration: str | None,
-        reuse: str | None = None) -> dict:
+        reuse: str | None = None, public_corpus: str | None = str(PUBLIC_CORPUS)) -> dict:
     from _loro import folds
 
     from grpojax._experiment import load_average
@@ -297,6 +339,10 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
         it, sk = load_corpus(pathlib.Path(c))
         items += it
         skipped += sk
+    if public_corpus is not None:
+        it, sk = load_public_corpus(pathlib.Path(public_corpus))
+        items += it
+        skipped += sk
     if not items:
         raise SystemExit(f"no series with >= {MIN_SERIES} points under {', '.join(map(str, corpora))}")
     n_sim = max(4, sim_per_family // 4) if quick else sim_per_family
@@ -304,49 +350,52 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
     prefixes = PREFIXES[:1] if quick else PREFIXES
     t_start = time.perf_counter()
     load_at_start = load_average()
-    if reuse:  # the forecasts of an earlier run (same corpus): only the combination and calibration are redone
+    records, n_reused = [], 0
+    todo = items + sims
+    if reuse:  # the forecasts of an earlier run: series it holds are not forecast again (the scoring is redone)
         old = json.loads(pathlib.Path(reuse).read_text())
-        records = [r for r in old["records"] if r["prefix"] in prefixes and not reserved(r["repo"])]
-        t_fc = float(old.get("forecast_s", float("nan")))
-        forecast_load = old.get("forecast_load", old.get("load_at_start", "load n/a"))
-    else:
-        records = forecast_records(items + sims, prefixes)
-        t_fc = time.perf_counter() - t_start
-        forecast_load = load_at_start
+        have = {(r["run"], r["repo"], r["metric"], r["prefix"]): r for r in old["records"]}
+        keys = [[(it[0], it[1], it[2], f) for f in prefixes] for it in todo]
+        records = [have[k] for ks in keys if all(k in have for k in ks) for k in ks]
+        todo = [it for it, ks in zip(todo, keys) if not all(k in have for k in ks)]
+        n_reused = len(records)
+    if todo:
+        records += forecast_records(todo, prefixes)
+    t_fc = time.perf_counter() - t_start
+    forecast_load = load_at_start
     real = [r for r in records if not r["repo"].startswith("sim:")]
     simr = [r for r in records if r["repo"].startswith("sim:")]
-    for r in simr:  # simulated runs inform the error quantiles only, all families together weighing as much as
-        r["for_weights"] = False  # one repository (they are harsher than any real repository: the weights and
-        r["group"] = "sim"        # the interval's width are for real runs)
-    for r in real:
+    for r in real + simr:
         r["for_weights"], r["group"] = True, r["repo"]
     rows = []
-    # real repositories: each held out in turn; trained on the other repositories and every simulated family
+    # real repositories: each held out in turn; the weights and the error quantiles are learned from the other
+    # repositories' real series only (the simulated families' errors are far larger than any real
+    # repository's: they would set the width of every interval)
     for repo, train, test in folds(real, lambda r: r["repo"]):
-        fold_rows, _ = score_fold(train + simr, test)
+        fold_rows, _ = score_fold(train, test)
         rows += fold_rows
-    # simulated families: each held out in turn; trained on every real repository and the other families
-    for fam, train, test in folds(simr, lambda r: r["repo"]):
-        fold_rows, _ = score_fold(real + train, test)
+    # simulated families the creep model does not contain: scored with the calibration learned from every
+    # real repository (what ships), i.e. what the calibrated interval does on runs unlike the corpus
+    if simr:
+        fold_rows, _ = score_fold(real, simr)
         rows += fold_rows
     runtime = time.perf_counter() - t_start
     table = summarise(rows, prefixes)
     command = "python experiments/forecast_real_runs.py " + " ".join(_portable(sys.argv[1:]))
     result = {"name": NAME, "quick": quick, "corpora": [pathlib.Path(c).name for c in corpora], "window": WINDOW,
               "level": LEVEL, "protocol": "leave one repository out (experiments/_loro.py); simulated families "
-              "leave one family out", "families": list(FAMILIES), "sim_per_family": n_sim, "sim_seed": SIM_SEED,
+              "scored with the calibration learned from every real repository", "families": list(FAMILIES), "sim_per_family": n_sim, "sim_seed": SIM_SEED,
               "runtime_s": runtime, "forecast_s": t_fc, "load_at_start": load_at_start,
-              "forecast_load": forecast_load, "reused": bool(reuse), "summary": table,
+              "forecast_load": forecast_load, "reused": n_reused, "summary": table,
               "rows": rows, "records": records, "skipped": skipped, "n_series": len(items),
               "n_repos": len({it[1] for it in items}), "command": command}
     if write_calibration and not quick:
         horizons = sorted({round((1 - f) / f, 6) for f in PREFIXES})
         src = {"made_by": command,
                "corpus": f"{len(items)} public real-run series from {result['n_repos']} repositories (train and eval "
-                         f"reward, >= {MIN_SERIES} points), and {3 * n_sim} simulated runs of "
-                         f"{', '.join(FAMILIES)} (seed {SIM_SEED})",
+                         f"reward, >= {MIN_SERIES} points)",
                "prefixes": list(PREFIXES), "window": WINDOW}
-        cal = fit_calibration(records, horizons=horizons, source=src)
+        cal = fit_calibration(real, horizons=horizons, source=src)
         path = pathlib.Path(write_calibration)
         path.write_text(json.dumps(cal.to_dict(), indent=1) + "\n")
         result["calibration"] = cal.to_dict()
@@ -419,13 +468,14 @@ def markdown(res, prefixes) -> str:
              f"{res['n_repos']} repositories)", "",
              f"Target: mean over the last {int(WINDOW * 100)}% of the steps; {int(LEVEL * 100)}% intervals. Every "
              "score is computed per source repository, then averaged over repositories. σ is each series' standard "
-             "deviation (comparable across reward scales). `combined`: weighted mean of the four forecasters with "
-             "the calibrated interval, weights and error quantiles learned without the held-out repository (from "
-             f"the other repositories and {3 * res['sim_per_family']} simulated runs of {', '.join(FAMILIES)}). "
+             "deviation (comparable across reward scales). `combined`: the four forecasters combined with the "
+             "calibrated interval, weights and error quantiles learned without the held-out repository (from the "
+             "other repositories' real series only). "
              "`creep`: the raw posterior interval. Winkler: 90% interval score (width + 20 × miss distance). "
              f"Forecasts: {res['forecast_s']:.0f} s ({res.get('forecast_load', res.get('load_at_start', 'load n/a'))} at "
              "the start; other work loaded the machine)"
-             + (", taken from an earlier run's records (`--reuse-records`); scoring redone" if res.get("reused") else "")
+             + (f"; {res['reused']} of the {len(res['records'])} forecasts taken from an earlier run's records "
+                "(`--reuse-records`), the scoring redone" if res.get("reused") else "")
              + ".", "",
              "Command: `" + res.get("command", "") + "`", ""]
     lines += ["## Real repositories (each held out in turn)", "",
@@ -454,7 +504,8 @@ def markdown(res, prefixes) -> str:
             raw = t[f"all|{f}|creep"]["per_repo"][repo]["coverage"]
             lines.append(f"| {repo} | {f} | {v['n_series']} | {v['mae_scaled']:.3f} | {bb:.3f} | {v['coverage']:.2f} | "
                          f"{raw:.2f} | {v['winkler_scaled']:.2f} |")
-    lines += ["", "## Simulated families the creep model does not contain (each held out in turn)", "",
+    lines += ["", "## Simulated families the creep model does not contain (scored with the calibration learned from "
+              f"every real repository; {res['sim_per_family']} runs per family, seed {SIM_SEED})", "",
               "| prefix | method | family | runs | MAE/σ | coverage | Winkler/σ |", "|---|---|---|---|---|---|---|"]
     for f in prefixes:
         for m in ("combined", "creep"):
@@ -504,6 +555,8 @@ def main(argv=None):
                    help="take the forecasts from an earlier run's forecast_real_runs.json (redo only the scoring)")
     p.add_argument("--write-calibration", default=None, metavar="PATH",
                    help="write the calibration learned from every repository and family here")
+    p.add_argument("--public-corpus", default=str(PUBLIC_CORPUS), metavar="DIR",
+                   help="folder with the MANIFEST.tsv of public runs (default benchmarks/corpus; 'none': leave out)")
     a = p.parse_args(argv)
     for c in a.corpus or ():
         if not pathlib.Path(c).is_dir():
@@ -518,7 +571,8 @@ def main(argv=None):
     from grpojax._jax_cache import enable_compilation_cache
 
     enable_compilation_cache()
-    res = run(corpora, pathlib.Path(a.out), a.quick, a.sim_per_family, a.write_calibration, a.reuse_records)
+    public = None if a.public_corpus.lower() == "none" else a.public_corpus
+    res = run(corpora, pathlib.Path(a.out), a.quick, a.sim_per_family, a.write_calibration, a.reuse_records, public)
     print(markdown(res, PREFIXES[:1] if a.quick else PREFIXES))
 
 

@@ -1,35 +1,37 @@
-"""Calibrated, combined window forecasts: model averaging of four forecasters, intervals from past errors.
+"""Calibrated, combined window forecasts: a robust combination of four forecasters, intervals from past errors.
 
 Why. The creep posterior knows the noise and its law; on a run from a repository it has never seen,
 the error is dominated by what the law does not describe (a late collapse, a second rise, a change of
 schedule), and its 90% interval covered about half of such outcomes. Two small, data-light layers sit
 on top of the four window forecasters (:data:`grpojax.fit.WINDOW_METHODS`):
 
-1. **Combination.** The point forecast is a weighted mean of the four forecasts (creep posterior
-   median, persistence, least-squares exponential and sigmoid). The weights depend on the horizon
+1. **Combination.** The point forecast is the weighted *median* of the four forecasts (creep posterior
+   median, persistence, least-squares exponential and sigmoid; :func:`combine_forecasts`): one
+   forecaster that extrapolates wildly (a sigmoid fitted to a noisy prefix can) moves it at most to its
+   neighbour, where a weighted mean follows it. The weights depend on the horizon
    ``h = (window end − prefix end)/(prefix end − first step)`` (3 from a quarter of the run, 1 from
-   half, 1/3 from three quarters), optionally also on the prefix's noise ratio (the noise sd of the
-   prefix over its overall sd: near 1 for a flat noisy prefix, small for a clean rise; the shipped
-   calibration uses one set per horizon). They are fitted by minimising
-   the mean absolute error (in units of each series' sd, every repository weighing the same) over a
-   grid of the simplex, then shrunk towards equal weights (prior strength :data:`SHRINK_REPOS`
-   repositories): four weights per cell cannot chase individual runs.
-2. **Calibration.** The error of the combined forecast, divided by a scale known at forecast time
-   (the creep posterior's predictive sd and the prefix's noise sd, added in quadrature), has
-   quantiles at the levels :data:`grpojax.fit.FORECAST_TAUS` for each horizon knot, estimated from
-   past forecasts with every repository weighing the same. The predictive distribution of a new
-   forecast is ``point + scale·q(τ)``, ``q`` interpolated linearly in ``log h`` between the knots
-   (beyond the longest horizon the quantiles keep widening along the last segment; never narrowing).
+   half, 1/3 from three quarters). They minimise the mean absolute error (in units of each series' sd,
+   every repository weighing the same) over a grid of the simplex, and are then shrunk towards equal
+   weights (the plain median; prior strength :data:`SHRINK_REPOS` repositories): four weights per
+   horizon cannot chase individual runs.
+2. **Calibration** (split-conformal). The absolute error of the combined forecast, divided by a scale
+   known at forecast time (:func:`forecast_scale`), has its quantiles estimated at each horizon knot from
+   past forecasts whose weights were learned without their own repository, every repository weighing
+   the same, at the levels ``|2τ − 1|`` raised by split-conformal's finite-sample correction
+   ``(n + 1)/n`` (``n`` the effective number of repositories). The predictive distribution of a new
+   forecast is symmetric: ``point ± scale·q``, ``q`` interpolated linearly in ``log h`` between the
+   knots (beyond the longest horizon the quantiles keep widening along the last segment; never
+   narrowing).
 
 What the calibrated interval promises: *marginal* coverage over runs like those it was learned from —
-on average over repositories, a 90% interval holds the realised window mean about 90% of the time.
-It promises nothing for one particular run (a run that collapses after the prefix is outside its
-interval more often than a smooth one), and nothing for runs unlike any in the corpus.
+on average over repositories, a 90% interval holds the realised window mean at least about 90% of the
+time (exactly so when the new run's repository is exchangeable with the corpus's). It promises nothing
+for one particular run (a run that collapses after the prefix is outside its interval more often than a
+smooth one), and nothing for runs unlike any in the corpus.
 
 The shipped calibration (``forecast_calibration.json`` in this package, loaded by
 :func:`default_calibration`) holds a few dozen numbers: the quantiles and the weights above, and how
-they were made (corpus, command). Those numbers are derived from public training logs and from
-simulated runs of families the creep model does not contain; no log is shipped.
+they were made (corpus, command). Those numbers are derived from public training logs; no log is shipped.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ SHRINK_REPOS = 3.0
 """Prior strength of the equal weights, in repositories: a cell fitted on ``n`` repositories keeps
 ``n/(n + 3)`` of its fitted weights."""
 
+COMBINE_RULES = ("median", "mean")
+"""How :func:`combine_forecasts` combines the forecasters' point forecasts."""
+
 _GRID_STEP = 0.1
 _FILE = pathlib.Path(__file__).with_name("forecast_calibration.json")
 
@@ -69,6 +74,7 @@ class ForecastCalibration(NamedTuple):
         taus: quantile levels.
         quantiles: ``(len(horizons), len(taus))`` quantiles of the scaled error ``(y − point)/scale``.
         source: how it was made (corpus, counts, command), for the record.
+        combine: ``"median"`` (the weighted median of the forecasts) or ``"mean"`` (their weighted mean).
     """
 
     methods: tuple
@@ -78,12 +84,14 @@ class ForecastCalibration(NamedTuple):
     taus: np.ndarray
     quantiles: np.ndarray
     source: dict
+    combine: str = "mean"
 
     def to_dict(self) -> dict:
         """JSON-ready dict (:func:`calibration_from_dict` reads it back)."""
         return {"methods": list(self.methods), "horizons": self.horizons.tolist(),
                 "noise_edges": self.noise_edges.tolist(), "weights": np.round(self.weights, 4).tolist(),
-                "taus": self.taus.tolist(), "quantiles": np.round(self.quantiles, 4).tolist(), "source": self.source}
+                "taus": self.taus.tolist(), "quantiles": np.round(self.quantiles, 4).tolist(),
+                "combine": self.combine, "source": self.source}
 
 
 def calibration_from_dict(d: dict) -> ForecastCalibration:
@@ -92,7 +100,7 @@ def calibration_from_dict(d: dict) -> ForecastCalibration:
         cal = ForecastCalibration(tuple(d["methods"]), np.asarray(d["horizons"], float),
                                   np.asarray(d["noise_edges"], float), np.asarray(d["weights"], float),
                                   np.asarray(d["taus"], float), np.asarray(d["quantiles"], float),
-                                  dict(d.get("source", {})))
+                                  dict(d.get("source", {})), str(d.get("combine", "mean")))
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidValueError(f"not a forecast calibration: {exc}") from None
     H, B, M, T = cal.horizons.size, cal.noise_edges.size + 1, len(cal.methods), cal.taus.size
@@ -103,6 +111,8 @@ def calibration_from_dict(d: dict) -> ForecastCalibration:
         raise InvalidValueError(f"forecast calibration methods must be among {COMBINED_METHODS}, got {cal.methods}")
     if np.any(np.diff(cal.horizons) <= 0) or np.any(cal.horizons <= 0):
         raise InvalidValueError(f"forecast calibration horizons must be positive and increasing, got {cal.horizons}")
+    if cal.combine not in COMBINE_RULES:
+        raise InvalidValueError(f"forecast calibration combine must be one of {COMBINE_RULES}, got {cal.combine!r}")
     return cal
 
 
@@ -142,6 +152,29 @@ def _interp_knots(values, horizons, h, widen: bool):
     j = int(np.searchsorted(x, lh) - 1)
     a = (lh - x[j]) / (x[j + 1] - x[j])
     return (1.0 - a) * values[j] + a * values[j + 1]
+
+
+def combine_forecasts(points, weights, rule: str = "median"):
+    """Combine forecasts (last axis) with ``weights`` (broadcast against ``points``).
+
+    ``"mean"``: the weighted mean. ``"median"``: the weighted median, the smallest forecast whose cumulative
+    weight reaches one half (the mean of the two around it when it is exactly one half: with equal weights,
+    the ordinary median); a forecaster with weight 0 plays no part, and one forecaster that extrapolates
+    wildly moves it at most to its neighbour.
+    """
+    P = np.asarray(points, float)
+    w = np.broadcast_to(np.asarray(weights, float), np.broadcast_shapes(P.shape, np.shape(weights)))
+    P = np.broadcast_to(P, w.shape)
+    if rule == "mean":
+        return (P * w).sum(-1) / w.sum(-1)
+    if rule != "median":
+        raise InvalidValueError(f"combine rule must be one of {COMBINE_RULES}, got {rule!r}")
+    order = np.argsort(P, -1)
+    Ps, ws = np.take_along_axis(P, order, -1), np.take_along_axis(w, order, -1)
+    c = np.cumsum(ws, -1) / ws.sum(-1, keepdims=True)
+    lo = np.argmax(c >= 0.5 - 1e-9, -1)[..., None]
+    hi = np.argmax(c > 0.5 + 1e-9, -1)[..., None]
+    return 0.5 * (np.take_along_axis(Ps, lo, -1) + np.take_along_axis(Ps, hi, -1))[..., 0]
 
 
 def combination_weights(cal: ForecastCalibration, horizon: float, noise_ratio: float, available=None) -> np.ndarray:
@@ -194,7 +227,8 @@ def calibrated_forecast(components: dict, *, horizon: float, noise_ratio: float,
     if not avail & set(cal.methods):
         raise InvalidValueError(f"no finite forecast among {', '.join(cal.methods)} to combine")
     w = combination_weights(cal, horizon, noise_ratio, avail)
-    point = float(sum(wi * float(components[m]) for wi, m in zip(w, cal.methods) if wi > 0))
+    vals = np.array([float(components[m]) if m in avail else 0.0 for m in cal.methods])
+    point = float(combine_forecasts(vals, w, cal.combine))
     a = (1.0 - float(level)) / 2.0
     sc = float(scale) if math.isfinite(float(scale)) and scale > 0 else 0.0
     q = point + sc * error_quantiles(cal, horizon)
@@ -232,7 +266,16 @@ def weighted_quantile(x, taus, weights) -> np.ndarray:
     return np.interp(np.asarray(taus, float), cw, x)
 
 
-def _fit_weights(P, y, sd, g, knot, nbin, n_knots, n_bins, grid, shrink):
+def conformal_level(level, weights) -> np.ndarray:
+    """The level at which to take the weighted empirical quantile of past |errors| so that a new one falls
+    below it with probability ``level``: ``level·(n + 1)/n`` (capped at 1), ``n`` the effective number of
+    groups ``(Σw)²/Σw²`` (split-conformal's finite-sample correction)."""
+    w = np.asarray(weights, float)
+    n_eff = float(w.sum() ** 2 / np.sum(w**2))
+    return np.clip(np.asarray(level, float) * (n_eff + 1.0) / n_eff, 0.0, 1.0)
+
+
+def _fit_weights(P, y, sd, g, knot, nbin, n_knots, n_bins, grid, shrink, rule):
     """Per (knot, noise bin): the simplex-grid weights of least group-weighted MAE/σ, shrunk to equal weights."""
     m = P.shape[1]
     eq = np.full(m, 1.0 / m)
@@ -243,22 +286,25 @@ def _fit_weights(P, y, sd, g, knot, nbin, n_knots, n_bins, grid, shrink):
             if not sel.any():
                 continue
             gw = _group_weights(g[sel])
-            loss = (np.abs(P[sel] @ grid.T - y[sel, None]) / sd[sel, None] * gw[:, None]).sum(0)
+            pred = combine_forecasts(P[sel][None, :, :], grid[:, None, :], rule)  # (grid, items)
+            loss = (np.abs(pred - y[sel][None, :]) / sd[sel][None, :] * gw[None, :]).sum(1)
             n = len(set(g[sel]))
             W[k, b] = (n * grid[int(np.argmin(loss))] + shrink * eq) / (n + shrink)
     return W
 
 
 def fit_calibration(records, *, horizons, noise_edges=(), taus=TAUS, methods=COMBINED_METHODS,
-                    shrink: float = SHRINK_REPOS, source: dict | None = None) -> ForecastCalibration:
+                    shrink: float = SHRINK_REPOS, source: dict | None = None,
+                    combine: str = "median") -> ForecastCalibration:
     """Learn the combination weights and the error quantiles from past forecasts.
 
     Args:
         records: sequence of dicts, one per (series, prefix): ``horizon``, ``noise_ratio``, ``scale``,
             ``truth`` (the realised window mean), ``sd`` (the series' sd, the unit of the weights' loss),
             ``group`` (its repository or family: every group weighs the same), ``components``
-            (``{method: point forecast}``) and optionally ``for_weights`` (default True; False: the record
-            informs the error quantiles only, not the combination weights).
+            (``{method: point forecast}``; a non-finite one, a forecaster that failed, counts as the median of
+            the others) and optionally ``for_weights`` (default True; False: the record informs the error
+            quantiles only, not the combination weights).
         horizons: the knots; each record goes to the nearest knot in ``log h``.
         noise_edges: noise-ratio bin edges (default none: one set of weights per horizon; None: one edge at
             the median noise ratio of the records).
@@ -266,14 +312,17 @@ def fit_calibration(records, *, horizons, noise_edges=(), taus=TAUS, methods=COM
         methods: forecasters combined.
         shrink: prior strength of equal weights, in groups.
         source: provenance stored with it.
+        combine: ``"median"`` or ``"mean"`` (:func:`combine_forecasts`).
 
     Returns:
         :class:`ForecastCalibration`.
     """
-    recs = [r for r in records if all(math.isfinite(float(r["components"].get(m, np.nan))) for m in methods)
+    if combine not in COMBINE_RULES:
+        raise InvalidValueError(f"combine must be one of {COMBINE_RULES}, got {combine!r}")
+    recs = [r for r in records if any(math.isfinite(float(r["components"].get(m, np.nan))) for m in methods)
             and math.isfinite(float(r["truth"])) and float(r["sd"]) > 0]
     if not recs:
-        raise InvalidValueError("fit_calibration needs at least one record with every component finite")
+        raise InvalidValueError("fit_calibration needs at least one record with a finite component")
     horizons = np.sort(np.asarray(horizons, float))
     H = _log_h(horizons)
     knot = np.array([int(np.argmin(np.abs(H - _log_h(r["horizon"])))) for r in recs])
@@ -281,35 +330,35 @@ def fit_calibration(records, *, horizons, noise_edges=(), taus=TAUS, methods=COM
     edges = np.array([float(np.median(nr))]) if noise_edges is None else np.asarray(noise_edges, float)
     nbin = np.searchsorted(edges, nr, side="right")
     fw = np.array([bool(r.get("for_weights", True)) for r in recs])
-    P = np.array([[float(r["components"][m]) for m in methods] for r in recs])
+    P = np.array([[float(r["components"].get(m, np.nan)) for m in methods] for r in recs])
+    P = np.where(np.isfinite(P), P, np.nanmedian(P, axis=1, keepdims=True))
     y = np.array([float(r["truth"]) for r in recs])
     sd = np.array([float(r["sd"]) for r in recs])
     g = np.array([str(r["group"]) for r in recs])
     grid = _simplex_grid(len(methods))
-    W = _fit_weights(P[fw], y[fw], sd[fw], g[fw], knot[fw], nbin[fw], horizons.size, edges.size + 1, grid, shrink)
+    fit = functools.partial(_fit_weights, n_knots=horizons.size, n_bins=edges.size + 1, grid=grid, shrink=shrink,
+                            rule=combine)
+    W = fit(P[fw], y[fw], sd[fw], g[fw], knot[fw], nbin[fw])
     # the error quantiles come from cross-fitted forecasts: each group's points combined with weights learned
     # without that group (in-sample weights would make the errors, and so the intervals, too small)
     point = np.zeros(len(recs))
     for grp in np.unique(g):
         out = g == grp
         keep = ~out & fw
-        Wg = _fit_weights(P[keep], y[keep], sd[keep], g[keep], knot[keep], nbin[keep], horizons.size,
-                          edges.size + 1, grid, shrink) if np.any(keep) else W
+        Wg = fit(P[keep], y[keep], sd[keep], g[keep], knot[keep], nbin[keep]) if np.any(keep) else W
         idx = np.nonzero(out)[0]
-        point[idx] = np.einsum("im,im->i", P[idx], Wg[knot[idx], nbin[idx]])
+        point[idx] = combine_forecasts(P[idx], Wg[knot[idx], nbin[idx]], combine)
     scale = np.array([float(r["scale"]) for r in recs])
-    Q = np.zeros((horizons.size, len(taus)))
+    z = (y - point) / np.maximum(np.where(np.isfinite(scale), scale, 0.0), 1e-12)
+    t = np.asarray(taus, float)
+    Q = np.zeros((horizons.size, t.size))
     for k in range(horizons.size):
         sel = knot == k
         if not sel.any():
             raise InvalidValueError(f"no record near the horizon knot {horizons[k]:g}")
-        z = (y[sel] - point[sel]) / np.maximum(scale[sel], 1e-12)
         gw = _group_weights(g[sel])
-        # finite-sample widening of the outer levels (split-conformal style: n_eff/(n_eff+1) → the next order statistic)
-        n_eff = float(gw.sum() ** 2 / np.sum(gw**2))
-        t = np.asarray(taus, float)
-        t_adj = np.clip(0.5 + (t - 0.5) * (n_eff + 1.0) / n_eff, 0.0, 1.0)
-        Q[k] = weighted_quantile(z, t_adj, gw)
+        # symmetric: the τ quantile is ±(the |2τ − 1| quantile of |z|), split-conformal corrected
+        Q[k] = np.sign(t - 0.5) * weighted_quantile(np.abs(z[sel]), conformal_level(np.abs(2.0 * t - 1.0), gw), gw)
     src = dict(source or {})
     src.update({"n_records": len(recs), "n_groups": int(len(set(g))), "shrink_groups": shrink})
-    return ForecastCalibration(tuple(methods), horizons, edges, W, np.asarray(taus, float), Q, src)
+    return ForecastCalibration(tuple(methods), horizons, edges, W, t, Q, src, combine)
