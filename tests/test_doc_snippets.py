@@ -20,8 +20,10 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -109,9 +111,18 @@ def test_snippet_runs(snippet: Snippet, tmp_path):
                PYTHONPATH=str(REPO), MPLBACKEND="Agg")
     argv = ["bash", "-euo", "pipefail", "-c", snippet.code] if snippet.lang == "bash" else [sys.executable, "-c",
                                                                                            snippet.code]
+    # a session of its own: at the budget the whole process group goes (a command the shell started
+    # would otherwise keep the pipes open and the test waiting)
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    t0 = time.monotonic()
     try:
-        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=snippet.budget_s)
+        out, err = proc.communicate(timeout=snippet.budget_s)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         pytest.fail(f"{snippet.id} took longer than its budget of {snippet.budget_s} s")
-    assert proc.returncode == 0, f"{snippet.id} failed ({proc.returncode}):\n{proc.stdout[-1500:]}\n{proc.stderr[-3000:]}"
-    assert "Traceback" not in proc.stderr, f"{snippet.id} printed a traceback:\n{proc.stderr[-3000:]}"
+    took = time.monotonic() - t0
+    print(f"{snippet.id}: {took:.1f} s of {snippet.budget_s} s")
+    assert proc.returncode == 0, f"{snippet.id} failed ({proc.returncode}):\n{out[-1500:]}\n{err[-3000:]}"
+    assert "Traceback" not in err, f"{snippet.id} printed a traceback:\n{err[-3000:]}"
