@@ -36,7 +36,7 @@ PLACEHOLDERS = {
     "outputs/checkpoint-500/trainer_state.json": FIXTURES / "quickstart" / "trainer_state.json",
     "run.log": FIXTURES / "logs" / "verl_console.log",
     "run/metrics.jsonl": FIXTURES / "logs" / "grpojax.jsonl",
-    "runs/tiny/metrics.jsonl": FIXTURES / "logs" / "grpojax.jsonl",
+    "runs/tiny/metrics.jsonl": FIXTURES / "watch" / "metrics.jsonl",
 }
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _DIRECTIVE = re.compile(r"<!--\s*snippet:\s*(skip:\s*(?P<reason>.+?)|budget=(?P<budget>\d+))\s*-->")
