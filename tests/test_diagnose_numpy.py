@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import ndimage, stats
 
-from grpojax.diagnose._stats import f_sf, linregress, rankdata, running_median
+from grpojax.diagnose._stats import f_sf, linregress, rankdata, running_median, running_quantile
 from grpojax.diagnose._validity import three_phase_curve
 
 
@@ -21,6 +21,17 @@ def test_running_median_matches_scipy_median_filter_mirror():
         for k in (1, 2, 3, 4, 5, 6, 11, 21, 30):
             want = ndimage.median_filter(v, size=max(1, min(k, n)), mode="mirror")
             np.testing.assert_allclose(running_median(v, k), want, rtol=0, atol=0, err_msg=f"n={n} k={k}")
+
+
+def test_running_quantile_matches_scipy_generic_filter_mirror():
+    rng = np.random.default_rng(2)
+    for n in (1, 2, 3, 7, 20, 50):
+        v = rng.standard_normal(n)
+        for k in (1, 2, 5, 11, 31):
+            for q in (0.5, 0.75, 0.9):
+                want = ndimage.generic_filter(v, lambda w: np.quantile(w, q), size=max(1, min(k, n)), mode="mirror")
+                np.testing.assert_allclose(running_quantile(v, k, q), want, rtol=0, atol=1e-15,
+                                           err_msg=f"n={n} k={k} q={q}")
 
 
 def test_f_tail_linregress_and_ranks_match_scipy():

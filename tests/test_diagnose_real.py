@@ -131,11 +131,7 @@ def loro(labelled_corpus):
 
 # Measured leave-one-repository-out (recall, FPR) where a band is not met: the test is an expected failure
 # with the number, so that a fix shows up as an unexpected pass (strict) and nothing is relabelled to pass.
-LORO_MISSES = {
-    "gradient_spikes": "LORO recall 0.67 / FPR 0.08 averaged over repositories (pooled 0.92 / 0.04): the "
-                       "HotpotQA beta=0.01 spike (28x its neighbours, robust z 6.1) is below z = 8, chosen "
-                       "without that repository; one 40-step run labelled spike-free gets z = 12",
-}
+LORO_MISSES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("mode", ["reward_hacking", "advantage_degeneracy", "policy_concentration",

@@ -75,7 +75,10 @@ gap reads better. Measured gaps (quick benchmark, 2026-11-29):
   average rate and significantly (``kl_growth_t = 3``), from at least ``kl_min_level = 0.01``
   nats. ``grad_spike_z = 8`` robust standard deviations of log grad norm above its running median
   (the 1.4826 x MAD scale; 8 sigma has probability < 1e-14 under Gaussian noise, and rldoctor uses the
-  same 8) and ``grad_spike_ratio = 5`` times that median. ``component_share = 0.9`` of the reward
+  same 8) and ``grad_spike_ratio = 5`` times that median; ``grad_spike_jump = 10``: a single step an order
+  of magnitude above its neighbours' median moves the weights ten times as far as they do, and needs only
+  a z past the 1 % family-wise Gaussian level over the points scanned (3.9 for 100 points; the z of 8
+  decides jumps of 5-10x). ``component_share = 0.9`` of the reward
   variance from one component, or a component that never changes (``component_flat_rel = 1e-6``
   of the largest component range) over at least ``min_points`` points.
 - Advice: ``zero_std_target = 0.25``, the fraction of zero-variance groups the degeneracy advice aims
@@ -152,6 +155,8 @@ class DiagnoseConfig(Config):
         kl_min_level: ... from a late median of at least this (nats).
         grad_spike_z: gradient spike when log grad norm is >= this many robust sd above its running median ...
         grad_spike_ratio: ... and the grad norm is >= this x that median.
+        grad_spike_jump: a grad norm >= this x its running median is a spike with a robust z past the
+            1 % family-wise Gaussian level over the points scanned (not grad_spike_z).
         component_share: reward imbalance when one component carries >= this of the reward variance ...
         component_flat_rel: ... or a component's range is <= this x the largest component range.
         zero_std_target: fraction of zero-variance groups the degeneracy advice's group size aims at.
@@ -213,6 +218,7 @@ class DiagnoseConfig(Config):
     kl_min_level: Finite = Field(0.01, ge=0)
     grad_spike_z: Finite = Field(8.0, ge=0)
     grad_spike_ratio: Finite = Field(5.0, gt=0)
+    grad_spike_jump: Finite = Field(10.0, gt=0)
     component_share: Finite = Field(0.9, ge=0)
     component_flat_rel: Finite = Field(1e-6, ge=0)
     zero_std_target: Finite = Field(0.25, ge=0)

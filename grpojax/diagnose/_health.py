@@ -18,9 +18,11 @@ range, statistic and threshold) like the four modes, and a "what to change" text
   run at >= ``kl_growth_ratio`` of its whole-run rate (slope t >= ``kl_growth_t``, level >=
   ``kl_min_level``).
 - ``gradient_spikes``: a grad norm >= ``grad_spike_z`` robust standard deviations (1.4826 x the 21-point running
-  median absolute residual) above the 11-point running median of log grad norm and >= ``grad_spike_ratio`` times that median; a
-  non-finite grad norm is a spike. Quiet steps (zero, or ``grad_spike_ratio`` times below the running
-  median: no group had reward variance) are left out of the median and the scale.
+  median absolute residual) above the 11-point running median of log grad norm and >= ``grad_spike_ratio`` times that median,
+  or >= ``grad_spike_jump`` times that median (an order of magnitude) with a z past the 1 % family-wise
+  Gaussian level over the points scanned (Bonferroni: 3.9 sd for 100 points, 4.4 for 1,000); a
+  non-finite grad norm is a spike. Quiet steps (zero, or 10 times below the 31-point running upper
+  decile: no group had reward variance) are left out of the median and the scale.
 - ``reward_imbalance``: with >= 2 reward components logged, one carries >= ``component_share`` of
   their summed variance, or one never changes.
 
@@ -32,6 +34,7 @@ norm is evidence of a spike.
 from __future__ import annotations
 
 import re
+from statistics import NormalDist
 
 import numpy as np
 
@@ -39,7 +42,7 @@ from grpojax.diagnose import _advice
 from grpojax.diagnose._blowup import blowup_evidence, nonfinite_steps
 from grpojax.diagnose._config import DiagnoseConfig
 from grpojax.diagnose._stats import (centred_mean, clip_window, edge_windows, episodes_from_mask, initial_window,
-                                     linregress, running_median)
+                                     linregress, running_median, running_quantile)
 from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
 from grpojax.logs import RunLog
 
@@ -50,6 +53,10 @@ _RUN_MED = 5  # points of the running median that ignores single-step spikes
 _TRUNC_MED = 11  # points of the running median of response_clip_frac: sustained truncation
 _SCALE_WINDOW = 21  # points of the running MAD that scales the z-score
 _SPIKE_WINDOW = 11  # points of the running median a grad-norm spike is compared with
+_QUIET_QUANTILE = 0.9  # the working level of the grad norm: this running quantile (the upper decile)
+_QUIET_WINDOW = 31  # points of that running quantile
+_QUIET_FACTOR = 10.0  # a quiet grad norm is an order of magnitude below the working level (or zero)
+_JUMP_ALPHA = 0.01  # family-wise false-alarm level of a grad_spike_jump under Gaussian noise of log grad norm
 _EVAL_MIN = 8  # eval points needed for the plateau detector to watch eval_reward
 
 
@@ -283,11 +290,16 @@ def detect_gradient_spikes(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     ev += [e for e in blowup_evidence(run, cfg)[0] if e.metric == "grad_norm" and "orders" in e.statistic]
     pos = np.isfinite(g_all) & (g_all > 0)
     if pos.sum() >= cfg.min_points:
-        # quiet steps: more than grad_spike_ratio x below the local median (every group had zero reward
-        # variance, so only the KL term or nothing was left). They are a population of their own, not
-        # noise of the grad norm: left in, their log distance inflates the robust scale and hides spikes.
+        # quiet steps: _QUIET_FACTOR x or more below the working level (every group had zero reward
+        # variance, so only the KL term or nothing was left: typically 2-3 orders of magnitude below). They
+        # are a population of their own, not noise of the grad norm: left in, their log distance inflates
+        # the robust scale and hides spikes. They can be most steps (a run whose groups are mostly
+        # degenerate), so the working level is the running upper decile over 31 points, which quiet steps
+        # pull down only past 9 in 10 of them and spikes pull up only past 3 in 31 (against the running
+        # median, a quiet majority made every working step between quiet ones read as a spike). 10x below
+        # the upper decile is > 2.5 sd below the working steps' centre for log noise up to 0.6 nats.
         lg_pos = np.log(g_all[pos])
-        quiet = lg_pos - _running_median(lg_pos, _SPIKE_WINDOW) <= -np.log(cfg.grad_spike_ratio)
+        quiet = lg_pos - running_quantile(lg_pos, _QUIET_WINDOW, _QUIET_QUANTILE) <= -np.log(_QUIET_FACTOR)
         pos[np.flatnonzero(pos)[quiet]] = False
     s, g = s_all[pos], g_all[pos]
     if g.size < cfg.min_points:
@@ -302,15 +314,29 @@ def detect_gradient_spikes(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     scale = np.maximum(1.4826 * _running_median(np.abs(resid), _SCALE_WINDOW), 0.01)
     z = resid / scale
     ratio = np.exp(resid)
-    spike = (z >= cfg.grad_spike_z) & (ratio >= cfg.grad_spike_ratio)
-    k = int(np.argmax(np.where(spike, z, -np.inf))) if spike.any() else int(np.argmax(z))
+    # a spike: large (ratio) and improbable under the run's own noise even with heavy tails (robust z); a
+    # jump of an order of magnitude (grad_spike_jump) moves the weights that much further than its
+    # neighbours do, and needs only to be improbable under Gaussian noise of the run's robust scale, at the
+    # family-wise level _JUMP_ALPHA over the len(z) points scanned (Bonferroni)
+    spike_z = (z >= cfg.grad_spike_z) & (ratio >= cfg.grad_spike_ratio)
+    z_jump = NormalDist().inv_cdf(1.0 - _JUMP_ALPHA / max(z.size, 1))
+    jump = (ratio >= cfg.grad_spike_jump) & (z >= z_jump)
+    spike = spike_z | jump
+    k = int(np.argmax(np.where(spike_z, z, -np.inf))) if spike_z.any() else int(np.argmax(z))
     e = make_evidence("grad_norm", s[k:k + 1], f"largest robust z of log grad norm ({_SPIKE_WINDOW}-point median)",
                       float(z[k]), cfg.grad_spike_z, ">=", kind="zscore")
-    if e.triggered and not spike[k]:
+    if e.triggered and not spike_z[k]:
         e = e._replace(triggered=False, score=0.0,
                        statistic=e.statistic + f" [only {ratio[k]:.2g}x the median < {cfg.grad_spike_ratio:g}x]")
     ev.append(e)
     ev.append(make_evidence("grad_norm", s[k:k + 1], "that grad norm / running median", float(ratio[k])))
+    j = int(np.argmax(np.where(jump, ratio, -np.inf))) if jump.any() else int(np.argmax(ratio))
+    e = make_evidence("grad_norm", s[j:j + 1], f"largest grad norm / running median ({_SPIKE_WINDOW}-point)",
+                      float(ratio[j]), cfg.grad_spike_jump, ">=", kind="ratio")
+    if e.triggered and not jump[j]:
+        e = e._replace(triggered=False, score=0.0,
+                       statistic=e.statistic + f" [robust z {z[j]:.2g} < {z_jump:.2g}: within the run's noise]")
+    ev.append(e)
     ev.append(make_evidence("grad_norm", s, "number of spikes", float(spike.sum())))
     episodes += [(float(a), float(a)) for a in s[spike]]
     panel = {"grad_norm": (s, g), "spike_steps": s[spike], "median": (s, np.exp(base)),

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 from grpojax.logs import moving_average
 
-__all__ = ["linregress", "running_median", "f_sf", "rankdata", "edge_windows", "early_window", "initial_window", "clip_window", "centred_mean", "Slope", "ols_slope", "robust_scale", "episodes_from_mask", "lag1_autocorr"]
+__all__ = ["linregress", "running_median", "running_quantile", "f_sf", "rankdata", "edge_windows", "early_window", "initial_window", "clip_window", "centred_mean", "Slope", "ols_slope", "robust_scale", "episodes_from_mask", "lag1_autocorr"]
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -56,6 +56,20 @@ def running_median(v: np.ndarray, k: int) -> np.ndarray:
     if k % 2:
         return np.median(win, axis=1)
     return np.partition(win, k // 2, axis=1)[:, k // 2]  # scipy's rank size // 2 for an even size
+
+
+def running_quantile(v: np.ndarray, k: int, q: float) -> np.ndarray:
+    """Running ``q``-quantile (linear interpolation, ``np.quantile``'s default) over ``min(k, len(v))``
+    points with the same mirrored ends and window as :func:`running_median` (``q = 0.5`` with an odd ``k``
+    gives its numbers)."""
+    v = np.asarray(v, float)
+    n = v.size
+    k = max(1, min(int(k), n))
+    if k == 1 or n <= 1:
+        return v.copy()
+    lo, hi = k // 2, k - 1 - k // 2
+    pad = np.pad(v, (lo, hi), mode="reflect") if max(lo, hi) < n else _mirror_pad(v, lo, hi)
+    return np.quantile(np.lib.stride_tricks.sliding_window_view(pad, k), q, axis=1)
 
 
 def _mirror_pad(v: np.ndarray, lo: int, hi: int) -> np.ndarray:
