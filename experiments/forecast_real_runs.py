@@ -8,13 +8,13 @@ mean over the last 10% of the run from the first 25%, 50% and 75% of the steps, 
 - ``persistence``: mean of the prefix's last window, interval from the prefix's own noise;
 - ``exponential`` and ``sigmoid`` (ScaleRL, in steps): least squares, interval by a moving-block
   residual bootstrap plus the noise of the window mean;
-- ``combined``: the weighted mean of the four with the calibrated interval (``method="combined"``,
+- ``combined``: the weighted median of the four with the calibrated interval (``method="combined"``,
   :mod:`grpojax.fit._calibration`).
 
 Protocol (one for every real-run experiment: ``experiments/_loro.py``): leave one repository out. For
 each repository in turn, the combination weights and the error quantiles are learned from the other
-repositories' real series only; the held-out repository's series are scored with them. Scores per repository, then averaged over repositories (every repository weighs the same):
-MAE and MAE/σ (σ: the series' standard deviation), coverage and width/σ of the 90% interval, the
+repositories' real series only; the held-out repository's series are scored with them. Scores per
+repository, then averaged over repositories (every repository weighs the same): MAE and MAE/σ (σ: the series' standard deviation), coverage and width/σ of the 90% interval, the
 90% interval (Winkler) score /σ and the CRPS/σ of the predictive distribution (the combined forecast's
 calibrated quantiles; a split normal through each other method's own interval). Simulated runs of three
 families the creep model does not contain (a late collapse, a second rise, a step change of the schedule)
@@ -257,6 +257,17 @@ def forecast_records(items, prefixes, *, key_seed: int = 0):
     return records
 
 
+def rescale(records):
+    """Give records made before the prefix's sd was a feature (``--reuse-records`` of an older run) the
+    error scale of :func:`grpojax.fit._calibration.forecast_scale`: their noise sd over their noise ratio is
+    ``max(prefix sd, noise sd / 2)``, the same number."""
+    from grpojax.fit._calibration import forecast_scale
+
+    for r in records:
+        if "prefix_sd" not in r:
+            r["scale"] = float(forecast_scale(r["noise_sd"] / r["noise_ratio"], r["noise_sd"]))
+
+
 def _scores(point, lo, hi, q, truth, sd):
     from grpojax.fit import crps_quantiles, winkler_score
 
@@ -361,6 +372,7 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
         n_reused = len(records)
     if todo:
         records += forecast_records(todo, prefixes)
+    rescale(records)
     t_fc = time.perf_counter() - t_start
     forecast_load = load_at_start
     real = [r for r in records if not r["repo"].startswith("sim:")]
@@ -472,7 +484,8 @@ def markdown(res, prefixes) -> str:
              "calibrated interval, weights and error quantiles learned without the held-out repository (from the "
              "other repositories' real series only). "
              "`creep`: the raw posterior interval. Winkler: 90% interval score (width + 20 × miss distance). "
-             f"Forecasts: {res['forecast_s']:.0f} s ({res.get('forecast_load', res.get('load_at_start', 'load n/a'))} at "
+             f"Forecasts made in this run: {len(res['records']) - int(res.get('reused', 0))} in "
+             f"{res['forecast_s']:.0f} s ({res.get('forecast_load', res.get('load_at_start', 'load n/a'))} at "
              "the start; other work loaded the machine)"
              + (f"; {res['reused']} of the {len(res['records'])} forecasts taken from an earlier run's records "
                 "(`--reuse-records`), the scoring redone" if res.get("reused") else "")
@@ -536,6 +549,7 @@ def figure(table, out, prefixes):
         ax.set_xticks(x, [f"prefix {f:g}" for f in prefixes])
         ax.set_title(title, fontsize=9)
     axes[1].axhspan(0.85, 0.95, color="0.85", zorder=0)
+    axes[0].set_yscale("log")
     axes[2].set_yscale("log")
     axes[0].legend(fontsize=7)
     fig.suptitle("window-mean forecasts, leave one repository out (averaged over repositories)", fontsize=9)

@@ -410,16 +410,17 @@ def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float
 
 def forecast_features(sp, yp, w, creep_lo, creep_hi, level: float = _COMPONENT_LEVEL) -> dict:
     """What the calibration conditions on: the horizon ``(window end − prefix end)/(prefix span)``, the
-    prefix's AR(1) noise sd and its ratio to the prefix's sd, and the error scale (creep predictive sd and
-    noise sd in quadrature; the creep sd from its central ``level`` interval)."""
+    prefix's AR(1) noise sd and its ratio to the prefix's sd, the creep predictive sd (from its central
+    ``level`` interval) and the error scale (:func:`grpojax.fit._calibration.forecast_scale` of the prefix's
+    sd and noise sd)."""
     span = float(sp[-1] - sp[0])
     horizon = float(w[1] - sp[-1]) / span if span > 0 else float("inf")
     noise_sd, _ = _ar1_noise(yp)
     sd = float(np.std(yp))
     ratio = float(min(noise_sd / sd, 2.0)) if sd > 0 else 1.0
     post_sd = max(float(creep_hi) - float(creep_lo), 0.0) / (2.0 * stats.norm.ppf(0.5 + level / 2.0))
-    return {"horizon": horizon, "noise_ratio": ratio, "noise_sd": float(noise_sd),
-            "scale": float(forecast_scale(post_sd, noise_sd))}
+    return {"horizon": horizon, "noise_ratio": ratio, "noise_sd": float(noise_sd), "prefix_sd": sd, "post_sd": post_sd,
+            "scale": float(forecast_scale(sd, noise_sd))}
 
 
 def _combined(post, i, sp, yp, w, n_w, level, key, calibration, bounds):
