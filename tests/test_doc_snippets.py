@@ -37,6 +37,7 @@ PLACEHOLDERS = {
     "run.log": FIXTURES / "logs" / "verl_console.log",
     "run/metrics.jsonl": FIXTURES / "logs" / "grpojax.jsonl",
     "runs/tiny/metrics.jsonl": FIXTURES / "watch" / "metrics.jsonl",
+    "my_run.yaml": REPO / "grpojax" / "grpo" / "configs" / "tiny-arith.yaml",
 }
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _DIRECTIVE = re.compile(r"<!--\s*snippet:\s*(skip:\s*(?P<reason>.+?)|budget=(?P<budget>\d+))\s*-->")
