@@ -44,7 +44,7 @@ import pathlib
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from grpojax._errors import InvalidValueError
 from grpojax.fit._scores import TAUS
@@ -169,15 +169,15 @@ def combine_forecasts(points, weights, rule: str = "median"):
     the ordinary median); a forecaster with weight 0 plays no part, and one forecaster that extrapolates
     wildly moves it at most to its neighbour.
     """
-    P = np.asarray(points, float)
-    w = np.broadcast_to(np.asarray(weights, float), np.broadcast_shapes(P.shape, np.shape(weights)))
-    P = np.broadcast_to(P, w.shape)
+    P, w = np.asarray(points, float), np.asarray(weights, float)
+    shape = np.broadcast_shapes(P.shape, w.shape)
     if rule == "mean":
-        return (P * w).sum(-1) / w.sum(-1)
+        return (P * w).sum(-1) / np.broadcast_to(w, shape).sum(-1)
     if rule != "median":
         raise InvalidValueError(f"combine rule must be one of {COMBINE_RULES}, got {rule!r}")
-    order = np.argsort(P, -1)
-    Ps, ws = np.take_along_axis(P, order, -1), np.take_along_axis(w, order, -1)
+    order = np.argsort(P, -1)  # sorted once, before broadcasting against many weight vectors
+    Ps = np.broadcast_to(np.take_along_axis(P, order, -1), shape)
+    ws = np.take_along_axis(np.broadcast_to(w, shape), np.broadcast_to(order, shape), -1)
     c = np.cumsum(ws, -1) / ws.sum(-1, keepdims=True)
     lo = np.argmax(c >= 0.5 - 1e-9, -1)[..., None]
     hi = np.argmax(c > 0.5 + 1e-9, -1)[..., None]
@@ -212,9 +212,9 @@ def error_quantiles(cal: ForecastCalibration, horizon: float, taus=None) -> np.n
     med = float(np.interp(0.5, cal.taus, q))
     out = np.interp(taus, cal.taus, q)
     lo_t, hi_t = cal.taus[0], cal.taus[-1]
-    zt = stats.norm.ppf(taus)
-    out = np.where(taus < lo_t, med + (q[0] - med) * zt / stats.norm.ppf(lo_t), out)
-    out = np.where(taus > hi_t, med + (q[-1] - med) * zt / stats.norm.ppf(hi_t), out)
+    zt = special.ndtri(taus)
+    out = np.where(taus < lo_t, med + (q[0] - med) * zt / special.ndtri(lo_t), out)
+    out = np.where(taus > hi_t, med + (q[-1] - med) * zt / special.ndtri(hi_t), out)
     return out
 
 
