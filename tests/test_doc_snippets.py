@@ -93,6 +93,29 @@ def test_snippets_are_found_and_every_skip_has_a_reason():
         assert s.code.strip(), f"{s.id}: empty block"
 
 
+def test_the_command_line_page_names_every_flag_of_every_command():
+    """docs/guide/cli.md keeps up with the parser: each ``--flag`` of each subcommand is named in the
+    command's section (or, for flags shared with ``fit``/``predict``, in the page)."""
+    import argparse
+
+    from grpojax.cli import build_parser
+
+    page = (REPO / "docs" / "guide" / "cli.md").read_text()
+    sections = dict(re.findall(r"^## (\S+)\n(.*?)(?=^## |\Z)", page, flags=re.S | re.M))
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = []
+    for name, parser in sub.choices.items():
+        if name == "convert":  # the alias of convert-gguf
+            continue
+        assert name in sections, f"docs/guide/cli.md has no section '## {name}'"
+        for action in parser._actions:
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag != "--help" and not re.search(
+                        rf"{re.escape(flag)}(?![\w-])", sections[name] if name not in ("simulate", "watch") else page):
+                    missing.append(f"{name} {flag}")
+    assert not missing, f"flags missing from docs/guide/cli.md: {missing}"
+
+
 def _sandbox(tmp_path: pathlib.Path) -> pathlib.Path:
     for name in ("tests", "examples", "experiments"):
         (tmp_path / name).symlink_to(REPO / name)
