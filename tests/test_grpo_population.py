@@ -368,3 +368,24 @@ def test_cli_train_population_writes_canonical_logs(tmp_path):
         assert list(log.steps[-3:]) == [1, 2, 3]
         assert log.meta.get("k_ref") == 1 and log.meta.get("mu") == 0.9
         assert "reward_mean" in log.columns or "reward_mean" in getattr(log, "metrics", {})
+
+
+def test_the_population_files_of_the_docs_load(tmp_path):
+    """The population file of the training guide and the example in the reader's docstring load as written."""
+    import re
+
+    from grpojax.grpo import _population_spec
+    from grpojax.grpo._population_spec import load_population_spec
+
+    guide = (REPO / "docs" / "guide" / "training.md").read_text()
+    text = re.search(r"cat > population\.yaml <<'YAML'\n(.*?)\nYAML\n", guide, re.S).group(1)
+    spec, cfg, buckets = load_population_spec(_write(tmp_path, text))
+    assert cfg.steps == 200 and cfg.eval.every == 50 and spec.optimizer == "sgd"
+    (g, members), = buckets
+    assert g == 8 and len(members) == 12 and all(m.momentum == 0.9 for m in members)
+    assert [m.name for m in members][:2] == ["m0000", "m0001"] and members[3].lr == 0.01 and members[3].k_ref == 4
+    doc = _population_spec.__doc__
+    example = textwrap.dedent(doc[doc.index("Example::") + len("Example::"):doc.index("Member fields")])
+    spec, cfg, buckets = load_population_spec(_write(tmp_path, example))
+    (_, members), = buckets
+    assert members[0].name == "base" and len(members) == 1 + 3 * 2 * 2 and spec.chunk == 10
