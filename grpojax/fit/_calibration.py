@@ -10,22 +10,22 @@ on top of the four window forecasters (:data:`grpojax.fit.WINDOW_METHODS`):
    forecaster that extrapolates wildly (a sigmoid fitted to a noisy prefix can) moves it at most to its
    neighbour, where a weighted mean follows it. The weights depend on the horizon
    ``h = (window end − prefix end)/(prefix end − first step)`` (3 from a quarter of the run, 1 from
-   half, 1/3 from three quarters). They minimise the mean absolute error (in units of each series' sd,
-   every repository weighing the same) over a grid of the simplex, and are then shrunk towards equal
-   weights (the plain median; prior strength :data:`SHRINK_REPOS` repositories): four weights per
-   horizon cannot chase individual runs.
+   half, 1/3 from three quarters; a forecast takes the nearest knot's). They minimise the mean absolute
+   error (in units of each series' sd, every repository weighing the same) over a grid of the simplex,
+   and are then shrunk towards equal weights (the plain median; prior strength :data:`SHRINK_REPOS`
+   repositories): four weights per horizon cannot chase individual runs.
 2. **Calibration** (split-conformal). The absolute error of the combined forecast, divided by a scale
-   known at forecast time (:func:`forecast_scale`), has its quantiles estimated at each horizon knot from
-   past forecasts whose weights were learned without their own repository, every repository weighing
-   the same, at the levels ``|2τ − 1|`` raised by split-conformal's finite-sample correction
-   ``(n + 1)/n`` (``n`` the effective number of repositories). The predictive distribution of a new
-   forecast is symmetric: ``point ± scale·q``, ``q`` interpolated linearly in ``log h`` between the
-   knots (beyond the longest horizon the quantiles keep widening along the last segment; never
-   narrowing).
+   known at forecast time (:func:`forecast_scale`: the prefix's sd), has its quantiles estimated at each
+   horizon knot from past forecasts whose weights were learned without their own repository, every
+   repository weighing the same, at the levels ``|2τ − 1|`` (the plain weighted empirical quantiles;
+   ``fit_calibration(..., finite_sample=True)`` raises them by split-conformal's ``(n + 1)/n``, ``n`` the
+   effective number of repositories). The predictive distribution of a new forecast is symmetric:
+   ``point ± scale·q``, ``q`` interpolated linearly in ``log h`` between the knots (beyond the longest
+   horizon the quantiles keep widening along the last segment; never narrowing).
 
 What the calibrated interval promises: *marginal* coverage over runs like those it was learned from —
-on average over repositories, a 90% interval holds the realised window mean at least about 90% of the
-time (exactly so when the new run's repository is exchangeable with the corpus's). It promises nothing
+on average over repositories, a 90% interval holds the realised window mean about 90% of the time
+(when the new run's repository is exchangeable with the corpus's). It promises nothing
 for one particular run (a run that collapses after the prefix is outside its interval more often than a
 smooth one), and nothing for runs unlike any in the corpus.
 
