@@ -99,3 +99,49 @@ def test_watch_help_has_example(capsys):
     with pytest.raises(SystemExit):
         main(["watch", "--help"])
     assert "Example:" in capsys.readouterr().out
+
+
+def test_watch_reports_before_the_forecast_and_ends_on_a_finished_log(tmp_path, rows, capsys):
+    """The first report comes from the NumPy engine (forecast pending); the forecast follows from the
+    background engine; a log last written longer than --idle-timeout ago ends the watch once the
+    forecast is in (default timeout: 300 s)."""
+    import os
+
+    log, proc = _start_writer(tmp_path, rows, chunk=N, pause=0.0)
+    proc.wait(timeout=60)
+    old = time.time() - 3600.0
+    os.utime(log, (old, old))
+    out = tmp_path / "w.json"
+    t0 = time.monotonic()
+    rc = main(["watch", str(log), "--every", "20", "--method", "persistence", "--json", str(out), "--no-live"])
+    elapsed = time.monotonic() - t0
+    assert rc == 0 and elapsed < 120.0  # not the 300 s idle timeout
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith(f"step {N}: forecast pending (computing from {N} points at step {N})"), lines
+    assert "new finding" not in lines[1] and lines[1].startswith(f"step {N}: new forecast "), lines
+    assert lines[-1].startswith("watch stopped (log idle for 300 s)")
+    rep = json.loads(out.read_text())
+    assert rep["status"] == "stopped (idle)" and rep["forecast_pending"] is False
+    f = rep["forecast"]
+    assert f["method"] == "persistence" and f["at_step"] == N and f["n_points"] == N and f["lo"] < f["hi"]
+    assert rep["stability"]["curvature_source"] == "log meta"  # from the forecast engine, merged in
+
+
+def test_watch_forecaster_failure_is_reported(tmp_path, rows, capsys, monkeypatch):
+    """An error inside the background forecast reaches the command's one-line error boundary."""
+    import grpojax.monitor as monitor
+
+    log, proc = _start_writer(tmp_path, rows[:40], chunk=40, pause=0.0)
+    proc.wait(timeout=60)
+    real = monitor.update
+
+    def failing(state, run, config=None):
+        if config is not None and config.forecast:
+            raise RuntimeError("boom in the forecast")
+        return real(state, run, config)
+
+    monkeypatch.setattr(monitor, "update", failing)
+    rc = main(["watch", str(log), "--every", "10", "--idle-timeout", "2", "--poll", "0.1", "--no-live"])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "boom in the forecast" in err and len(err.strip().splitlines()) == 1

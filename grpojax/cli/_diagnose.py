@@ -180,15 +180,9 @@ def _one_run(i: int):
         lines = report_lines(d, width)
         rep = {"source": r.source, "format": r.format, **d.to_dict()}
         if not args.no_plot:
-            import matplotlib  # noqa: PLC0415
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt  # noqa: PLC0415
-
             from grpojax.plot import diagnosis_dashboard  # noqa: PLC0415
 
-            fig = diagnosis_dashboard(r, d, folder / "dashboard.png")
-            plt.close(fig)
+            diagnosis_dashboard(r, d, folder / "dashboard.png")  # a bare Figure: no pyplot state to close
             rep["dashboard"] = (folder / "dashboard.png").relative_to(out).as_posix()
     if folder != out:
         write_json(folder, "diagnosis.json", {"log": str(args.log), "config": cfg.to_dict(), "runs": [rep]})
@@ -201,6 +195,8 @@ def _in_pool(runs, folders, out, cfg, args, width):
     from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
 
     _POOL_STATE.update(runs=runs, folders=folders, out=out, cfg=cfg, args=args, width=width)
+    if not args.no_plot:  # imported once here, inherited by every forked worker (matplotlib: ~0.4 s each)
+        import grpojax.plot  # noqa: F401, PLC0415
     try:
         with ProcessPoolExecutor(_workers(len(runs)), mp_context=multiprocessing.get_context("fork")) as ex:
             yield from ex.map(_one_run, range(len(runs)))
@@ -259,12 +255,9 @@ def run(args) -> int:
                 err_console.print(f"warning: {r.name}: no forecast: it needs >= 8 points of reward_mean "
                                   f"(has {r.count('reward_mean')})", markup=False, highlight=False)
         if not args.no_plot:
-            import matplotlib.pyplot as plt  # noqa: PLC0415
-
             from grpojax.plot import diagnosis_dashboard  # noqa: PLC0415
 
-            fig = diagnosis_dashboard(r, d, folder / "dashboard.png", forecast=fc)
-            plt.close(fig)
+            diagnosis_dashboard(r, d, folder / "dashboard.png", forecast=fc)  # a bare Figure: nothing to close
             rep["dashboard"] = (folder / "dashboard.png").relative_to(out).as_posix()
         if folder != out:
             write_json(folder, "diagnosis.json", {"log": str(args.log), "config": cfg.to_dict(), "runs": [rep]})

@@ -53,8 +53,9 @@ def _fmt(x, spec=".3g") -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
 
 
-def render(report, *, log: str, idle_s: float = 0.0):
-    """The panel of one :class:`grpojax.monitor.WatchReport` (a rich renderable)."""
+def render(report, *, log: str, idle_s: float = 0.0, pending: tuple | None = None):
+    """The panel of one :class:`grpojax.monitor.WatchReport` (a rich renderable); ``pending``: ``(n_points,
+    step)`` of a forecast being computed."""
     from rich.panel import Panel
     from rich.table import Table
 
@@ -66,6 +67,9 @@ def render(report, *, log: str, idle_s: float = 0.0):
     if f is not None:
         t.add_row("forecast", f"{_fmt(f['mean'])} [{_fmt(f['lo'])}, {_fmt(f['hi'])}] ({f['level']:.0%}, "
                   f"mean over steps {_fmt(f['window'][0], '.0f')}-{_fmt(f['window'][1], '.0f')}, {f['method']}, {f['status']})")
+        if "at_step" in f:
+            t.add_row("computed at", f"step {_fmt(f['at_step'], 'g')} ({f['n_points']} points)"
+                      + (f"; computing from {pending[0]} points" if pending else ""))
         if f.get("plateau"):
             pl = f["plateau"]
             t.add_row("plateau p*", f"{_fmt(pl['median'])} [{_fmt(pl['lo'])}, {_fmt(pl['hi'])}]")
@@ -73,6 +77,8 @@ def render(report, *, log: str, idle_s: float = 0.0):
         if ttp:
             t.add_row("time to plateau", f"{_fmt(ttp['steps_left'], '.0f')} steps (at step {_fmt(ttp['step'], '.0f')})"
                       if ttp.get("step") is not None else f"beyond step {_fmt(ttp.get('beyond'), '.0f')}")
+    elif pending:
+        t.add_row("forecast", f"computing (from {pending[0]} points at step {_fmt(pending[1], 'g')})")
     s = report.stability
     if s is not None:
         t.add_row("stability", f"ζ = {_fmt(s['damping_ratio'])} ({s['regime']}), margin 1 − η/η*_exact = "
@@ -87,6 +93,111 @@ def render(report, *, log: str, idle_s: float = 0.0):
     for n in report.notes:
         t.add_row("note", n)
     return Panel(t, title=f"grpojax watch {log}", subtitle=f"log idle {idle_s:.0f} s")
+
+
+class _Forecaster:
+    """The forecast engine (``update`` with ``forecast=True, diagnose=False``) in a background thread.
+
+    The forecast imports JAX and fits a model (seconds, more on a first call that compiles); the NumPy
+    part of the watch (detectors, best checkpoint) reports at once and merges the forecast in when it is
+    ready. ``submit`` hands over the newest run (an older one still waiting is replaced) and ``start``
+    wakes the thread (after the caller has written its report: the thread's imports compete for the
+    interpreter); ``poll`` returns a new report once, else None; ``pending`` is ``(n_points, step)`` of the
+    run queued or being forecast.
+    """
+
+    def __init__(self, config):
+        import threading  # noqa: PLC0415
+
+        self._config = config
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._queued = None
+        self._running = None
+        self._report = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="grpojax-watch-forecast", daemon=True)
+        self._started = False
+
+    def submit(self, runlog) -> None:
+        with self._lock:
+            self._queued = runlog
+            self._idle.clear()
+
+    def start(self) -> None:
+        if not self._started:
+            self._thread.start()
+            self._started = True
+        self._wake.set()
+
+    @property
+    def pending(self) -> tuple | None:
+        with self._lock:
+            r = self._running or self._queued
+        if r is None:
+            return None
+        return r.count(self._config.metric), float(r.steps[-1]) if r.steps.size else float("nan")
+
+    def poll(self):
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            rep, self._report = self._report, None
+        return rep
+
+    def wait(self, timeout: float) -> bool:
+        """Block until nothing is queued or running (or ``timeout`` s); True when idle."""
+        return self._idle.wait(timeout)
+
+    def _loop(self) -> None:
+        from grpojax.monitor import init_state, update  # noqa: PLC0415
+
+        state, config = init_state(), None
+        while True:
+            self._wake.wait()
+            with self._lock:
+                self._wake.clear()
+                run, self._queued, self._running = self._queued, None, self._queued
+            if run is None:
+                continue
+            try:
+                if config is None:  # validating the method imports grpojax.fit: here, not before the first report
+                    config = self._config.replace(forecast=True, diagnose=False)
+                state, rep = update(state, run, config)
+            except BaseException as exc:  # noqa: BLE001  (re-raised in the main thread by poll)
+                with self._lock:
+                    self._error, self._running = exc, None
+                    self._idle.set()
+                return
+            with self._lock:
+                self._report, self._running = rep, None
+                if self._queued is None:
+                    self._idle.set()
+
+
+def _merge(fast, slow):
+    """The NumPy report ``fast`` with the forecast and stability of the forecast engine's latest ``slow``."""
+    if slow is None:
+        return fast
+    notes = tuple(fast.notes) + tuple(n for n in slow.notes if n not in fast.notes)
+    return fast._replace(forecast=slow.forecast, stability=slow.stability, notes=notes, cost_s=fast.cost_s + slow.cost_s)
+
+
+def _line(report, pending, *, new_forecast: bool) -> str:
+    """One --no-live line."""
+    f = report.forecast
+    if f is not None:
+        text = (f"forecast {f['mean']:.3g} [{f['lo']:.3g}, {f['hi']:.3g}] (from {f.get('n_points', report.n_points)} "
+                f"points at step {f.get('at_step', report.step):g}" + ("; refreshing)" if pending else ")"))
+    elif pending:
+        text = f"forecast pending (computing from {pending[0]} points at step {pending[1]:g})"
+    else:
+        text = "forecast -"
+    return (f"step {report.step:g}: " + ("new " if new_forecast and f is not None else "") + text
+            + (f", margin {report.stability['margin']:.3g}" if report.stability else "")
+            + ("" if new_forecast else "".join(f", new finding {m}" for m in report.new_findings)))
 
 
 def run(args) -> int:
@@ -105,11 +216,14 @@ def run(args) -> int:
 
     check_format_arg(args.format)
     log_signature(args.log)  # FileNotFoundError -> one line
-    config = MonitorConfig(metric=args.metric, every=args.every, method=args.method, end_step=args.end_step,
-                           bounds=check_bounds_arg(args))
-    state, report = init_state(), None
+    # the NumPy engine (detectors, best checkpoint): its first report needs no JAX; the forecast and the
+    # stability margin come from a second engine in a background thread and are merged in when ready
+    config = MonitorConfig(metric=args.metric, every=args.every, forecast=False, method=args.method,
+                           end_step=args.end_step, bounds=check_bounds_arg(args))
+    forecaster = _Forecaster(config)
+    state, fast, slow = init_state(), None, None
     read_kw, explained = log_read_kwargs(args), False
-    sig, last_change = None, time.monotonic()
+    sig = None
     live = None
     if not args.no_live:
         from rich.live import Live
@@ -117,12 +231,27 @@ def run(args) -> int:
         live = Live(console=console, refresh_per_second=2, transient=False)
         live.start()
     reason = "idle"
+
+    def publish(status: str, *, printed: bool, new_forecast: bool = False):
+        report, pending = _merge(fast, slow), forecaster.pending
+        if args.json:
+            write_json(*_split(args.json), {"log": str(args.log), "status": status, "updates": state.updates,
+                                            "forecast_pending": pending is not None, **report.to_dict()})
+        if live is None and printed:
+            console.print(_line(report, pending, new_forecast=new_forecast), soft_wrap=True, markup=False,
+                          highlight=False)
+        return report, pending
+
     try:
         while True:
             now = time.monotonic()
             new_sig = log_signature(args.log)
             if new_sig != sig:
-                sig, last_change = new_sig, now
+                if sig is None:  # idle counts from the log's last write, also before the watch began
+                    last_change = now - max(0.0, time.time() - new_sig[1] / 1e9)
+                else:
+                    last_change = now
+                sig = new_sig
                 try:
                     runlog = read_growing(args.log, format=args.format, run=args.run, mapping=read_kw["mapping"])
                 except UserError as exc:  # name the flag when the run it asks for is not in the log
@@ -133,20 +262,22 @@ def run(args) -> int:
                     explain_runs([runlog])
                     explained = True
                 if runlog is not None:
-                    state, report = update(state, runlog, config)
-                    if args.json:
-                        write_json(*_split(args.json), {"log": str(args.log), "status": "watching",
-                                                        "updates": state.updates, **report.to_dict()})
-                    if live is None and report.refreshed:
-                        f = report.forecast
-                        console.print(f"step {report.step:g}: forecast "
-                                      + (f"{f['mean']:.3g} [{f['lo']:.3g}, {f['hi']:.3g}]" if f else "-")
-                                      + (f", margin {report.stability['margin']:.3g}" if report.stability else "")
-                                      + "".join(f", new finding {m}" for m in report.new_findings), soft_wrap=True)
+                    state, fast = update(state, runlog, config)
+                    forecaster.submit(runlog)
+                    publish("watching", printed=fast.refreshed)
+                    forecaster.start()
+            if fast is not None:
+                got = forecaster.poll()
+                if got is not None:
+                    slow = got
+                    publish("watching", printed=got.refreshed, new_forecast=got.refreshed)
             idle = now - last_change
-            if live is not None and report is not None:
-                live.update(render(report, log=str(args.log), idle_s=idle))
+            if live is not None and fast is not None:
+                live.update(render(_merge(fast, slow), log=str(args.log), idle_s=idle, pending=forecaster.pending))
             if idle >= args.idle_timeout:
+                if forecaster.pending is not None:  # the log is done; finish the forecast it is computing
+                    forecaster.wait(min(args.poll, 0.5))
+                    continue
                 break
             time.sleep(min(args.poll, max(args.idle_timeout - idle, 0.01)))
     except KeyboardInterrupt:
@@ -154,11 +285,12 @@ def run(args) -> int:
     finally:
         if live is not None:
             live.stop()
-    if args.json and report is not None:
-        write_json(*_split(args.json), {"log": str(args.log), "status": f"stopped ({reason})",
-                                        "updates": state.updates, **report.to_dict()})
+            if not console.is_terminal:  # rich ends the panel's last line only on a terminal
+                console.line()
+    if args.json and fast is not None:
+        publish(f"stopped ({reason})", printed=False)
     console.print(f"watch stopped ({'Ctrl-C' if reason == 'interrupted' else f'log idle for {args.idle_timeout:g} s'})"
-                  + (f"; report in {args.json}" if args.json and report is not None else ""), soft_wrap=True)
+                  + (f"; report in {args.json}" if args.json and fast is not None else ""), soft_wrap=True)
     return 0
 
 

@@ -62,6 +62,10 @@ class MonitorConfig(Config):
         window: fraction of the planned run the forecast window covers.
         smooth: moving-average window (points) for the best checkpoint.
         diagnose: run the detectors.
+        forecast: compute the forecast and the stability margin (both import JAX and fit a model:
+            seconds). ``False`` keeps the update to NumPy (detectors and best checkpoint, well under a
+            second) and leaves ``method`` unchecked: ``grpojax watch`` reports from such an update at once
+            and adds the forecast from a second engine (``forecast=True, diagnose=False``) when it is ready.
         bounds: ``(lo, hi)`` the metric can take (e.g. ``(0, 1)`` for an accuracy), or None: the
             forecast and its interval are clipped to it (see :func:`grpojax.fit.forecast_window`); None
             takes the range of a metric known by name (:func:`grpojax.fit.metric_bounds`: accuracies,
@@ -70,6 +74,7 @@ class MonitorConfig(Config):
 
     metric: str = "reward_mean"
     every: Int = Field(10, ge=1)
+    forecast: Bool = True  # before ``method``: its check reads it
     method: str = "combined"
     level: Finite = Field(0.9, gt=0, lt=1)
     end_step: Finite | None = Field(None, gt=0)
@@ -80,7 +85,9 @@ class MonitorConfig(Config):
 
     @field_validator("method")
     @classmethod
-    def _method(cls, v):
+    def _method(cls, v, info):
+        if not info.data.get("forecast", True):
+            return v  # no forecast: the method is not used (and grpojax.fit, with JAX, is not imported)
         from grpojax.fit import WINDOW_METHODS  # noqa: PLC0415  (the engine imports fitting lazily)
 
         if v not in WINDOW_METHODS:
@@ -115,7 +122,9 @@ class WatchReport(NamedTuple):
         run: run name; ``step``: last logged step; ``n_points``: finite points of the metric.
         refreshed: whether the forecast and detectors were recomputed in this update.
         forecast: ``{mean, lo, hi, level, method, status, window, prefix_end, end_step, plateau,
-            time_to_plateau, fast_rate}`` or None (``plateau`` ``{median, lo, hi}`` with ``combined`` and ``creep``).
+            time_to_plateau, fast_rate, at_step, n_points}`` or None (``plateau`` ``{median, lo, hi}`` with
+            ``combined`` and ``creep``; ``at_step`` and ``n_points``: the last step and the number of points
+            it was computed from, earlier than the report's own when it was not refreshed).
         stability: ``{damping_ratio, regime, margin, exact_critical_eta, spectral_radius, curvature,
             curvature_source, in_range}`` or None when the meta lacks the hyperparameters.
         findings: every finding so far, ``{mode, first_step, severity, level, reason, advice}``.
@@ -146,6 +155,9 @@ class WatchReport(NamedTuple):
         d["new_findings"] = list(self.new_findings)
         d["notes"] = list(self.notes)
         return to_jsonable(d)
+
+
+_MIN_DETECT_POINTS = 8  # points of the metric before the detectors run
 
 
 def init_state() -> WatchState:
@@ -204,7 +216,7 @@ def _forecast(run, s, y, hp, config):
                         end_step=end, bounds=config.bounds if config.bounds is not None else metric_bounds(config.metric))
     out = dict(mean=f.mean, lo=f.lo, hi=f.hi, level=f.level, method=f.method, status=f.status,
                window=list(f.window), prefix_end=f.prefix_end, end_step=end, plateau=None, time_to_plateau=None,
-               fast_rate=None)
+               fast_rate=None, at_step=last, n_points=int(s.size))
     if f.params:
         ps = f.params["p_star"]
         out["plateau"] = dict(median=ps[0], lo=ps[1], hi=ps[2])
@@ -279,7 +291,9 @@ def update(state: WatchState, run: RunLog, config: MonitorConfig | None = None) 
 
     Pure: ``state`` and ``run`` are not modified. The forecast, stability and detectors are recomputed
     when ``config.every`` new points of the metric arrived since the last refresh (and on the first
-    update with enough points); otherwise the previous ones are reported again.
+    update with enough points); otherwise the previous ones are reported again. With
+    ``config.forecast=False`` the update computes neither the forecast nor the stability margin
+    (NumPy only, no JAX import).
 
     Args:
         state: from :func:`init_state` or the previous update.
@@ -301,11 +315,14 @@ def update(state: WatchState, run: RunLog, config: MonitorConfig | None = None) 
         raise InvalidValueError(f"every must be an integer >= 1, got {config.every!r}")
     if not 0.0 < float(config.level) < 1.0:
         raise InvalidValueError(f"level must be in (0, 1), got {config.level!r}")
-    from grpojax.fit import MIN_CREEP_POINTS, WINDOW_METHODS, check_bounds  # noqa: PLC0415
+    min_points = _MIN_DETECT_POINTS
+    if config.forecast:
+        from grpojax.fit import MIN_CREEP_POINTS, WINDOW_METHODS, check_bounds  # noqa: PLC0415
 
-    if config.method not in WINDOW_METHODS:
-        raise InvalidValueError(f"method must be one of {', '.join(WINDOW_METHODS)}, got {config.method!r}")
-    check_bounds(config.bounds)
+        if config.method not in WINDOW_METHODS:
+            raise InvalidValueError(f"method must be one of {', '.join(WINDOW_METHODS)}, got {config.method!r}")
+        check_bounds(config.bounds)
+        min_points = MIN_CREEP_POINTS
     notes: list[str] = []
     if run.count(config.metric):
         s, y = run.series(config.metric)
@@ -321,16 +338,17 @@ def update(state: WatchState, run: RunLog, config: MonitorConfig | None = None) 
     forecast, stability, findings, n_ref = state.forecast, state.stability, state.findings, state.n_at_refresh
     new = []
     if due:
-        try:
-            forecast, why = _forecast(run, s, y, hp, config)
-        except ValueError as exc:
-            forecast, why = None, f"forecast failed: {exc}"
-        if why:
-            notes.append(why)
-        stability, why = _stability(hp, forecast)
-        if why:
-            notes.append(why)
-        if config.diagnose and n >= 8:
+        if config.forecast:
+            try:
+                forecast, why = _forecast(run, s, y, hp, config)
+            except ValueError as exc:
+                forecast, why = None, f"forecast failed: {exc}"
+            if why:
+                notes.append(why)
+            stability, why = _stability(hp, forecast)
+            if why:
+                notes.append(why)
+        if config.diagnose and n >= _MIN_DETECT_POINTS:
             from grpojax.diagnose import diagnose  # noqa: PLC0415
 
             d = diagnose(run, validity=False)
@@ -341,9 +359,9 @@ def update(state: WatchState, run: RunLog, config: MonitorConfig | None = None) 
                     findings = findings + (dict(mode=mode, first_step=last, severity=float(r.severity), level=r.level,
                                                 reason=r.reason, advice=r.advice),)
                     new.append(mode)
-        if n >= MIN_CREEP_POINTS:  # a refresh with enough points counts; fewer: retry at the next update
+        if n >= min_points:  # a refresh with enough points counts; fewer: retry at the next update
             n_ref = n
-    elif forecast is None and n:
+    elif forecast is None and n and config.forecast:
         notes.append(f"forecast waits for {int(config.every) - (n - n_ref)} more points of {config.metric}")
     best = _best(run, config)
     cost = time.perf_counter() - t0

@@ -7,7 +7,6 @@ from typing import Any, Mapping, Sequence
 import matplotlib
 
 matplotlib.use("Agg", force=False)
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
@@ -37,6 +36,7 @@ def phase_diagram_figure(columns: Mapping[str, np.ndarray], *, x: str = "eta", y
     Returns:
         The matplotlib Figure.
     """
+    import matplotlib.pyplot as plt  # noqa: PLC0415  (pyplot only when a figure is drawn)
     fig, ax = plt.subplots(figsize=(7.0, 4.8))
     xs, ys, reg = np.asarray(columns[x], float), np.asarray(columns[y], float), np.asarray(columns["regime"])
     handles = []
@@ -68,6 +68,7 @@ def amplitude_figure(series: Sequence[Mapping[str, Any]], *, title: str | None =
             (bool array: drawn as × above the curves instead of an amplitude), ``measured`` (the measured
             onset, in units of η*_exact) and ``closed`` (closed-form η*/η*_exact, a ▼ marker at the bottom).
     """
+    import matplotlib.pyplot as plt  # noqa: PLC0415  (pyplot only when a figure is drawn)
     fig, ax = plt.subplots(figsize=(7.2, 4.8))
     amps = np.concatenate([np.where(np.asarray(s.get("collapsed", np.zeros(len(s["amplitude"]), bool)), bool),
                                     np.nan, np.asarray(s["amplitude"], float)) for s in series])
@@ -106,6 +107,7 @@ def variance_law_figure(G: np.ndarray, measured, predicted, *, stderr=None, slop
 
     ``measured``/``predicted``/``stderr``/``slope`` are arrays (one series) or dicts label → array (several).
     """
+    import matplotlib.pyplot as plt  # noqa: PLC0415  (pyplot only when a figure is drawn)
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     G = np.asarray(G, float)
     if not isinstance(measured, Mapping):
@@ -141,6 +143,7 @@ def mean_trajectory_figure(curves: Sequence[Mapping[str, Any]], *, title: str | 
         curves: dicts with ``label``, ``t``, ``mc_mean``, ``mc_se``, ``mean_field`` and optional
             ``infinite_g`` (the G → ∞ drift's trajectory, drawn dotted).
     """
+    import matplotlib.pyplot as plt  # noqa: PLC0415  (pyplot only when a figure is drawn)
     fig, ax = plt.subplots(figsize=(7.0, 4.6))
     for i, c in enumerate(curves):
         color = f"C{i % 10}"

@@ -7,10 +7,7 @@ from typing import Sequence
 import matplotlib
 
 matplotlib.use("Agg", force=False)
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-
-from grpojax.dynamics import REGIMES, damping_ratio, mean_reward, regime  # noqa: E402
 
 
 def predicted_trajectory_figure(params, p0: float, steps: int, *, std=None, title: str | None = None):
@@ -22,6 +19,8 @@ def predicted_trajectory_figure(params, p0: float, steps: int, *, std=None, titl
         steps: horizon in optimizer steps.
         std: stationary standard deviation of the reward (optional).
     """
+    import matplotlib.pyplot as plt  # noqa: PLC0415  (pyplot only when a figure is drawn)
+    from grpojax.dynamics import REGIMES, damping_ratio, mean_reward, regime  # noqa: PLC0415  (JAX when used)
     t = np.linspace(0.0, steps, 600)
     r = np.asarray(mean_reward(params, t, p0))
     fig, ax = plt.subplots(figsize=(6.4, 3.8), constrained_layout=True)
@@ -48,6 +47,7 @@ def threshold_comparison_figure(table: Sequence[dict]):
 
     ``table`` rows need keys ``mu``, ``k_ref``, ``lag``, ``a_exact``, ``a_closed``.
     """
+    import matplotlib.pyplot as plt  # noqa: PLC0415  (pyplot only when a figure is drawn)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True, sharey=True)
     for ax, lag in zip(axes, ("constant", "periodic")):
         rows = [r for r in table if r["lag"] == lag]

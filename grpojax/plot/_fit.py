@@ -5,7 +5,6 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg", force=False)
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 _COLORS = {"exponential": "tab:blue", "three_phase": "tab:red", "sigmoid": "tab:green"}
@@ -28,6 +27,7 @@ def fit_figure(steps, values, *, law_fits=None, bayes=None, forecasts=None, baye
     Returns:
         matplotlib Figure.
     """
+    import matplotlib.pyplot as plt  # noqa: PLC0415  (pyplot only when a figure is drawn)
     steps = np.asarray(steps, float)
     values = np.asarray(values, float)
     two = bool(forecasts) or bayes_forecast is not None

@@ -8,7 +8,6 @@ import matplotlib
 import matplotlib.ticker
 
 matplotlib.use("Agg", force=False)
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
@@ -24,6 +23,7 @@ def sde_ensemble_figure(panels: Sequence[Mapping], *, n_show: int = 25, ylabel: 
     Returns:
         The Figure. Measured statistics are solid (blue), exact ones dashed (black).
     """
+    import matplotlib.pyplot as plt  # noqa: PLC0415  (pyplot only when a figure is drawn)
     k = len(panels)
     fig, axes = plt.subplots(1, k, figsize=(4.2 * k, 3.6), constrained_layout=True, squeeze=False)
     for ax, pan in zip(axes[0], panels):
@@ -58,6 +58,7 @@ def sde_convergence_figure(strong: Mapping, weak: Mapping | None = None):
     Returns:
         The Figure (measured: markers and solid lines; reference slopes / MC noise floors: dotted/grey).
     """
+    import matplotlib.pyplot as plt  # noqa: PLC0415  (pyplot only when a figure is drawn)
     n = 2 if weak else 1
     fig, axes = plt.subplots(1, n, figsize=(5.2 * n, 4.0), constrained_layout=True, squeeze=False)
     ax = axes[0][0]
