@@ -38,6 +38,26 @@ def test_fit_cli_laws_and_forecast(tmp_path):
     assert {"p_star", "fast_rate", "noise_sd"} <= set(wf["params"]) and "M" not in wf["params"]
 
 
+def test_fit_cli_forecast_compiles_no_xla_program(tmp_path):
+    """`fit --prefix` (laws, their prefix forecasts, the combined window forecast) runs in NumPy: not one XLA
+    program is compiled, so a first call does not wait for compilations and a second has none to repeat."""
+    import jax
+
+    compiled = []
+
+    def listen(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        assert main(["fit", str(FIX / "rising.jsonl"), "--prefix", "0.3", "--no-plot", "--out", str(tmp_path)]) == 0
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert compiled == []
+    assert json.loads((tmp_path / "fit.json").read_text())["runs"]
+
+
 def test_fit_cli_flat_curve_reports_no_learning(tmp_path):
     assert main(["fit", str(FIX / "flat.jsonl"), "--law", "exponential", "--no-plot", "--out", str(tmp_path)]) == 0
     (run,) = json.loads((tmp_path / "fit.json").read_text())["runs"].values()

@@ -150,6 +150,7 @@ def test_two_pass_batch_equals_single_pass(monkeypatch):
     y = (y - y.mean(-1, keepdims=True)) / y.std(-1, keepdims=True)
     tn, w = np.broadcast_to(t, (N, T)).copy(), np.ones((N, T))
     single = [np.asarray(a) for a in _lsq._fit_batch("three_phase", 60, 1e-6, jnp.asarray(tn), jnp.asarray(y), jnp.asarray(w))]
+    monkeypatch.setattr(_lsq, "_NUMPY_MAX", 0)  # the compiled path, whatever the size
     monkeypatch.setattr(_lsq, "_TWO_PASS_MIN", 8)
     monkeypatch.setattr(_lsq, "_CHUNK", 16)
     monkeypatch.setattr(_lsq, "_RETRY_CHUNK", 4)
@@ -235,3 +236,47 @@ def test_batched_statuses_and_reasons_line_up():
     for i in range(3):
         single = fit_law(S200, Y[i], "exponential")
         assert single.status == f.status[i] and single.reason == f.reason[i]
+
+
+# ------------------------------------------------------------------ the NumPy path for small batches
+@pytest.mark.parametrize("law", ["exponential", "three_phase", "sigmoid"])
+def test_numpy_law_curves_equal_the_jax_laws(law):
+    """The NumPy ports evaluate every law as its eqx class does (three_phase through every damping regime,
+    the series branch near critical damping included)."""
+    from grpojax.dynamics import get_law
+    from grpojax.fit._lsq_numpy import law_curve
+
+    cls = get_law(law)
+    t = np.linspace(0.0, 3.0, 301)
+    rng = np.random.default_rng(0)
+    cases = {"exponential": [[0.1, 0.9, T] for T in (0.05, 1.0, 40.0)],
+             "three_phase": [[0.2, 0.7, om, z] for om in (0.5, 4.0, 30.0) for z in (-0.3, 0.4, 0.999, 1.0, 1.001, 6.0)],
+             "sigmoid": [[0.1, 0.8, tm, B] for tm in (0.1, 1.0) for B in (0.5, 3.0, 20.0)]}[law]
+    for v in cases:
+        np.testing.assert_allclose(law_curve(law, np.asarray(v), t), np.asarray(cls(*v)(t)), rtol=1e-9, atol=1e-12)
+    V = rng.uniform(0.2, 2.0, (5, len(cls.param_names)))
+    np.testing.assert_allclose(law_curve(law, V[:, None, :], t[None, :]), np.stack([np.asarray(cls(*v)(t)) for v in V]),
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_numpy_fit_equals_the_compiled_fit(monkeypatch):
+    """Small batches are fitted in NumPy, large ones by the compiled optimistix program: on learning curves
+    both reach the same least-squares optimum (sums of squares equal to 1e-6)."""
+    import jax.numpy as jnp
+
+    from grpojax.fit import _lsq
+
+    rng = np.random.default_rng(5)
+    T, N = 64, 12
+    t = np.linspace(0.0, 1.0, T)
+    y = np.stack([np.asarray(ThreePhase(0.1, 0.8, om, z)(t)) for om, z in zip(rng.uniform(3, 12, N), rng.uniform(0.3, 2.0, N))])
+    y = y + 0.05 * rng.standard_normal((N, T))
+    y = (y - y.mean(-1, keepdims=True)) / y.std(-1, keepdims=True)
+    tn, w = np.broadcast_to(t, (N, T)).copy(), np.ones((N, T))
+    assert N * T <= _lsq._NUMPY_MAX
+    v_np, pred_np, ok_np = _lsq._solve("exponential", 100, 1e-6, tn, y, w)
+    v_jx, pred_jx, ok_jx = (np.asarray(a) for a in _lsq._fit_batch("exponential", 100, 1e-6, jnp.asarray(tn), jnp.asarray(y), jnp.asarray(w)))
+    sse_np, sse_jx = ((pred_np - y) ** 2).sum(-1), ((pred_jx - y) ** 2).sum(-1)
+    np.testing.assert_allclose(sse_np, sse_jx, rtol=1e-6)
+    np.testing.assert_allclose(v_np, v_jx, rtol=1e-3, atol=1e-4)
+    assert ok_np.all() and ok_jx.all()

@@ -130,6 +130,7 @@ def _fc_json(fc):
 
 def run(args) -> int:
     import jax  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
 
     from grpojax.dynamics import LAWS  # noqa: PLC0415
     from grpojax.fit import ConvergenceWarning, fit_bayes, fit_law, forecast_bayes, forecast_law, to_summary_dict  # noqa: PLC0415
@@ -155,7 +156,8 @@ def run(args) -> int:
     out = out_dir(args.out)
     folders = run_folders(out, runs)
     report = {"log": str(args.log), "metric": args.metric, "runs": {}}
-    key = jax.random.key(args.seed)
+    # JAX keys (and the small programs that make them) only for NUTS; the window forecasts draw from NumPy
+    key = jax.random.key(args.seed) if args.bayes else None
     # numpyro's progress bar (stderr) when a person is watching; silent in pipes, logs and tests
     nuts = dict(num_chains=args.chains, num_samples=args.draws, num_warmup=args.warmup, hyperparams=hp,
                 progress_bar=sys.stderr.isatty())
@@ -172,7 +174,7 @@ def run(args) -> int:
         if args.smooth is not None and args.smooth > r.count(args.metric):
             raise CLIError(f"--smooth {args.smooth} is longer than run {r.name!r}, which has {r.count(args.metric)} "
                            f"points of {args.metric}; use at most {r.count(args.metric)}")
-    windows, observed = (_window_forecasts(runs, args, jax.random.fold_in(key, 2)) if args.prefix is not None
+    windows, observed = (_window_forecasts(runs, args, np.random.SeedSequence([args.seed, 2])) if args.prefix is not None
                          else ([None] * len(runs), [None] * len(runs)))
     wtable = None
     if args.prefix is not None:

@@ -27,7 +27,6 @@ import time
 import warnings
 from typing import Any, NamedTuple
 
-import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -318,7 +317,10 @@ def _summarise(model, curve, post, divergences, runtime, hp, grid, key, max_band
     raw["step95"] = (curve.t0 + t95 * tscale).reshape(codes.shape)
     step95 = _quant(raw["step95"])
     step95["p_defined"] = float(np.mean(np.isfinite(raw["step95"])))
-    # arviz summary (raw units).
+    # arviz summary (raw units); imported here: importing arviz takes seconds, which the commands that
+    # do not sample (a forecast, a law fit) should not pay
+    import arviz as az  # noqa: PLC0415
+
     idata = az.from_dict(posterior={k: v for k, v in raw.items() if k != "step95"})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

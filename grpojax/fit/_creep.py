@@ -33,7 +33,7 @@ all three (its effective sample size is reported; the window forecast flags one 
 ``weak_posterior``). The posterior is skewed along the plateau's ridge (``p*`` trades off against
 ``w``, ``k`` and ``θ``); the wide component and the moment-matched one reach the far end of it that
 a single Laplace-scaled t under-samples. The weights are Pareto-smoothed (PSIS,
-:func:`arviz.psislw`) before resampling: with raw weights a handful of proposals can carry the whole
+:mod:`grpojax.fit._psis`) before resampling: with raw weights a handful of proposals can carry the whole
 resample when the effective sample size is small, and the intervals come out too narrow (on 240
 simulated runs, coverage of the 90% window interval at a 25% prefix went from 81% to 86%).
 
@@ -54,8 +54,10 @@ are fitted the same way, and the draws mix the three posteriors in proportion to
 likelihoods (the mean raw importance weight of each; even prior odds): the simpler law wins when
 the data do not need the creep, the logistic one when the rise is inflected.
 
-All of it is ``vmap``-ed over curves, padded to a bucketed length, so one compiled program serves a
-batch: a curve costs about a second.
+The inference runs in NumPy on the density and gradient of :mod:`grpojax.fit._creep_density` (the
+numpyro model below states the model; the tests check the NumPy density against it): nothing is
+compiled, so a first forecast costs about a second per curve, not the tens of seconds of compiling an
+XLA program for it.
 """
 
 from __future__ import annotations
@@ -68,15 +70,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
-import optax
 import numpyro.distributions as dist
-from numpyro.distributions.transforms import biject_to
-from numpyro.infer.util import potential_energy
-from arviz import psislw
-from scipy.special import logsumexp
+from scipy.linalg import solve_triangular
+from scipy.special import gammaln, logsumexp
 
 from grpojax._errors import InvalidValueError
+from grpojax.fit._creep_density import constrain, potential_and_grad, unconstrain
 from grpojax.fit._data import check_steps
+from grpojax.fit._psis import psis_log_weights
 
 MIN_CREEP_POINTS = 8
 """Fewest finite observations a curve needs for the creep model."""
@@ -211,13 +212,6 @@ class CreepPosterior(NamedTuple):
         return {"sigma": sig, "rho": s["rho"], "df": df, "sd": sd}
 
 
-def _bucket(n: int) -> int:
-    b = 64
-    while b < n:
-        b *= 4
-    return b
-
-
 def _anchors(y):
     """Prior centres of ``y₀`` and ``p*`` and the variant flag (1: creep; the caller sets 0 for ``w = 1``)."""
     n = y.size
@@ -247,100 +241,96 @@ _NEWTON_FLOOR = 1e-3  # floor on |eigenvalue| in a Newton step
 _NEWTON_LENGTHS = (1.0, 0.5, 0.25, 0.1, 0.03, 0.0)  # step lengths tried; 0 keeps the current point
 
 
-def _potential(t, y, m, anc):
-    def U(zf):
-        return potential_energy(creep_model, (t, y, m, anc), {}, {k: zf[i] for i, k in enumerate(SITES)})
-
-    return U
-
-
 def _finite(x, fill):
-    return jnp.where(jnp.isfinite(x), x, jnp.asarray(fill, x.dtype))
+    return np.where(np.isfinite(x), x, fill)
 
 
-def _mode_impl(z_inits, ts, ys, ms, ancs, n_steps):
-    """Posterior mode of each curve (unconstrained) and the eigen-decomposition of the Hessian there."""
-    lengths = jnp.asarray(_NEWTON_LENGTHS, z_inits.dtype)
-    opt = optax.adam(0.05)
+def _key_seed(key) -> np.random.SeedSequence:
+    """A NumPy seed sequence from a JAX PRNG key (typed or raw ``uint32``), an int or a seed sequence."""
+    if isinstance(key, np.random.SeedSequence):
+        return key
+    if isinstance(key, (int, np.integer)):
+        return np.random.SeedSequence(int(key))
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    return np.random.SeedSequence([int(x) for x in np.asarray(key, np.uint64).ravel()])
 
-    def one(z_init, t, y, m, anc):
-        U = _potential(t, y, m, anc)
 
-        def optimize(z0):
-            def body(c, _):
-                z, st = c
-                g = _finite(jax.grad(U)(z), 0.0)
-                # optax's Adam bias correction raises a Python float to an int32 step count, which
-                # strict dtype promotion refuses: this one call runs under standard promotion
-                with jax.numpy_dtype_promotion("standard"):
-                    upd, st = opt.update(g, st)
-                return (optax.apply_updates(z, upd), st), None
+def _hessian(Z, t, y, anchors, variant, h: float = 1e-5):
+    """Hessians of the potential at the rows of ``Z`` ``(R, d)``: central differences of the analytic gradient."""
+    R, d = Z.shape
+    steps = h * np.eye(d)
+    pts = np.concatenate([Z[:, None, :] + steps[None], Z[:, None, :] - steps[None]], 1).reshape(R * 2 * d, d)
+    _, g = potential_and_grad(pts, t, y, anchors, np.repeat(np.broadcast_to(variant, (R,)), 2 * d))
+    g = _finite(g, 0.0).reshape(R, 2, d, d)
+    return (g[:, 0] - g[:, 1]) / (2.0 * h)
 
-            (z, _), _ = jax.lax.scan(body, (z0, opt.init(z0)), None, length=n_steps)
-            return z, U(z)
 
-        def newton(z, _):
-            # Adam stalls on the posterior's ridges (Hessian eigenvalues spanning ~1e4): Newton steps on
-            # |H| finish the search (a saddle is left along its negative directions); of a few step
-            # lengths the best is taken, never one that raises U. The last pass's curvature, at the
-            # final point, is the one the proposal uses.
-            g = _finite(jax.grad(U)(z), 0.0)
-            H = jax.hessian(U)(z)
-            ev, V = jnp.linalg.eigh(_finite(0.5 * (H + H.T), 0.0))
-            step = -V @ ((V.T @ g) / jnp.maximum(jnp.abs(ev), _NEWTON_FLOOR))
-            cands = z[None, :] + lengths[:, None] * step[None, :]
-            uc = _finite(jax.vmap(U)(cands), jnp.inf)
-            return cands[jnp.argmin(uc)], (z, ev, V)
+def _mode(z_init, t, y, anchors, variants, n_steps):
+    """Posterior mode of each variant (unconstrained) and the eigen-decomposition of the Hessian there.
 
-        zs, us = jax.vmap(optimize)(z_init)
-        us = _finite(us, jnp.inf)
-        _, (zn, evn, Vn) = jax.lax.scan(newton, zs[jnp.argmin(us)], None, length=_NEWTON_STEPS + 1)
-        return zn[-1], evn[-1], Vn[-1]
-
-    return jax.vmap(one)(z_inits, ts, ys, ms, ancs)
+    ``z_init`` ``(R, d)`` starting points, shared by the ``V`` variants. Adam (``optax.adam(0.05)``'s update)
+    from every start, the best start per variant finished by Newton steps on ``|H|`` (of a few step lengths
+    the best is taken, never one that raises the potential; a saddle is left along its negative
+    directions). Returns ``(z, ev, V)`` per variant, the curvature at the final point.
+    """
+    Vn, (R, d) = len(variants), z_init.shape
+    flags = np.repeat(np.asarray(variants, float), R)
+    z = np.tile(z_init, (Vn, 1))
+    m1, m2 = np.zeros_like(z), np.zeros_like(z)
+    b1, b2, lr, eps = 0.9, 0.999, 0.05, 1e-8
+    for i in range(1, n_steps + 1):
+        _, g = potential_and_grad(z, t, y, anchors, flags)
+        g = _finite(g, 0.0)
+        m1 = b1 * m1 + (1.0 - b1) * g
+        m2 = b2 * m2 + (1.0 - b2) * g * g
+        z = z - lr * (m1 / (1.0 - b1**i)) / (np.sqrt(m2 / (1.0 - b2**i)) + eps)
+    u = _finite(potential_and_grad(z, t, y, anchors, flags, grad=False), np.inf).reshape(Vn, R)
+    zb = z.reshape(Vn, R, d)[np.arange(Vn), np.argmin(u, -1)]
+    flags_v = np.asarray(variants, float)
+    lengths = np.asarray(_NEWTON_LENGTHS)
+    for it in range(_NEWTON_STEPS + 1):
+        _, g = potential_and_grad(zb, t, y, anchors, flags_v)
+        g = _finite(g, 0.0)
+        H = _finite(_hessian(zb, t, y, anchors, flags_v), 0.0)
+        ev, V = np.linalg.eigh(0.5 * (H + np.swapaxes(H, -1, -2)))
+        if it == _NEWTON_STEPS:
+            break
+        step = -np.einsum("vij,vj->vi", V, np.einsum("vji,vj->vi", V, g) / np.maximum(np.abs(ev), _NEWTON_FLOOR))
+        cands = zb[:, None, :] + lengths[None, :, None] * step[:, None, :]
+        uc = potential_and_grad(cands.reshape(-1, d), t, y, anchors, np.repeat(flags_v, lengths.size), grad=False)
+        uc = _finite(uc, np.inf).reshape(Vn, lengths.size)
+        zb = cands[np.arange(Vn), np.argmin(uc, -1)]
+    return zb, ev, V
 
 
 def _chol(A):
-    """Cholesky factor of a small SPD matrix, unrolled (no LAPACK call inside the vmapped sampler)."""
-    d = A.shape[-1]
-    L = jnp.zeros_like(A)
-    for j in range(d):
-        djj = jnp.sqrt(jnp.maximum(A[j, j] - jnp.sum(L[j, :j] ** 2), 1e-12))
-        L = L.at[j, j].set(djj)
-        if j + 1 < d:
-            col = (A[j + 1:, j] - L[j + 1:, :j] @ L[j, :j]) / djj
-            L = L.at[j + 1:, j].set(col)
-    return L
-
-
-def _lower_solve(L, B):
-    """``L⁻¹ B`` for lower-triangular ``L`` by forward substitution (``B``: ``(d, n)``)."""
-    rows = []
-    for i in range(L.shape[0]):
-        acc = B[i] - (L[i, :i] @ jnp.stack(rows) if i else 0.0)
-        rows.append(acc / L[i, i])
-    return jnp.stack(rows)
+    """Cholesky factor of a small symmetric matrix; eigenvalues floored at 1e-12 where it is not positive definite."""
+    try:
+        return np.linalg.cholesky(A)
+    except np.linalg.LinAlgError:
+        ev, V = np.linalg.eigh(0.5 * (A + A.T))
+        return np.linalg.cholesky((V * np.maximum(ev, 1e-12)) @ V.T)
 
 
 def _mvt_logpdf(z, mu, L, df):
-    """Log density of a multivariate t with location ``mu``, scale ``L Lᵀ`` and ``df`` degrees of freedom (up to
-    a constant shared by every t of the same dimension)."""
+    """Log density of a multivariate t (location ``mu``, scale ``L Lᵀ``, ``df`` degrees of freedom), up to a
+    constant shared by every t of the same dimension."""
     d = mu.shape[-1]
-    x = _lower_solve(L, (z - mu[None, :]).T).T
-    logdet = jnp.sum(jnp.log(jnp.abs(jnp.diag(L))))
-    return (jax.scipy.special.gammaln((df + d) / 2.0) - jax.scipy.special.gammaln(df / 2.0) - 0.5 * d * jnp.log(df)
-            - logdet - 0.5 * (df + d) * jnp.log1p(jnp.sum(x**2, -1) / df))
+    x = solve_triangular(L, (z - mu[None, :]).T, lower=True).T
+    logdet = np.sum(np.log(np.abs(np.diag(L))))
+    return (gammaln((df + d) / 2.0) - gammaln(df / 2.0) - 0.5 * d * np.log(df) - logdet
+            - 0.5 * (df + d) * np.log1p(np.sum(x**2, -1) / df))
 
 
-def _mvt_draw(key, mu, L, df, n):
-    k1, k2 = jax.random.split(key)
-    eps = jax.random.normal(k1, (n, mu.shape[-1]), mu.dtype)
-    g = jax.random.gamma(k2, df / 2.0, (n,), mu.dtype) / (df / 2.0)
-    return mu[None, :] + (eps / jnp.sqrt(g)[:, None]) @ L.T
+def _mvt_draw(rng, mu, L, df, n):
+    eps = rng.standard_normal((n, mu.shape[-1]))
+    g = rng.gamma(df / 2.0, 1.0, n) / (df / 2.0)
+    return mu[None, :] + (eps / np.sqrt(g)[:, None]) @ L.T
 
 
-def _importance_impl(zbs, evs, Vs, ts, ys, ms, ancs, keys, n_proposals):
-    """Adaptive importance sampling around each mode: the proposals and their log weights.
+def _importance(rng, zb, ev, V, t, y, anchors, variant, n_proposals):
+    """Adaptive importance sampling around one mode: the proposals and their log weights.
 
     Stage 1 draws half the proposals from a defensive mixture of two multivariate t's at the mode
     (the Laplace scale, and a wider, heavier-tailed one that reaches the far end of the skewed
@@ -349,58 +339,44 @@ def _importance_impl(zbs, evs, Vs, ts, ys, ms, ancs, keys, n_proposals):
     Every draw is then weighted against the deterministic mixture of all three proposal densities
     (the balance heuristic), which keeps the estimator unbiased whatever stage 2 learned.
     """
-    d = len(SITES)
-    dtype = zbs.dtype
+    d = zb.shape[-1]
     n1 = n_proposals // 2
     n2 = n_proposals - n1
-    eye = jnp.eye(d, dtype=dtype)
+    eye = np.eye(d)
 
-    def one(zb, ev, V, t, y, m, anc, key):
-        U = _potential(t, y, m, anc)
-        L0 = V * (1.0 / jnp.sqrt(jnp.maximum(ev, _MIN_CURVATURE)))[None, :]
-        La = _chol(_PROPOSAL_SCALE**2 * (L0 @ L0.T) + 1e-9 * eye)
-        Lb = _chol(_WIDE_SCALE**2 * (L0 @ L0.T) + 1e-9 * eye)
-        k1, k2, k3, k4 = jax.random.split(key, 4)
-        za = _mvt_draw(k1, zb, La, _PROPOSAL_DF, n1)
-        zw = _mvt_draw(k2, zb, Lb, _WIDE_DF, n1)
-        z1 = jnp.where((jax.random.uniform(k3, (n1,)) < 0.5)[:, None], za, zw)
+    def U(z):
+        return potential_and_grad(z, t, y, anchors, variant, grad=False)
 
-        def logq1(z):
-            return jnp.logaddexp(_mvt_logpdf(z, zb, La, _PROPOSAL_DF), _mvt_logpdf(z, zb, Lb, _WIDE_DF)) - jnp.log(2.0)
+    L0 = V * (1.0 / np.sqrt(np.maximum(ev, _MIN_CURVATURE)))[None, :]
+    C0 = L0 @ L0.T
+    La = _chol(_PROPOSAL_SCALE**2 * C0 + 1e-9 * eye)
+    Lb = _chol(_WIDE_SCALE**2 * C0 + 1e-9 * eye)
+    za = _mvt_draw(rng, zb, La, _PROPOSAL_DF, n1)
+    zw = _mvt_draw(rng, zb, Lb, _WIDE_DF, n1)
+    z1 = np.where((rng.uniform(size=n1) < 0.5)[:, None], za, zw)
 
-        lp1 = _finite(-jax.vmap(U)(z1), -jnp.inf)
-        w1 = jax.nn.softmax(_finite(lp1 - logq1(z1), -jnp.inf))
+    def logq1(z):
+        return np.logaddexp(_mvt_logpdf(z, zb, La, _PROPOSAL_DF), _mvt_logpdf(z, zb, Lb, _WIDE_DF)) - np.log(2.0)
+
+    with np.errstate(all="ignore"):
+        lp1 = _finite(-U(z1), -np.inf)
+        lw1 = _finite(lp1 - logq1(z1), -np.inf)
+        w1 = np.exp(lw1 - logsumexp(lw1)) if np.isfinite(lw1).any() else np.full(n1, 1.0 / n1)
         mu2 = w1 @ z1
         dz = z1 - mu2[None, :]
         cov = (dz * w1[:, None]).T @ dz
         # shrink the weighted covariance towards the Laplace one (a few effective draws estimate it poorly)
-        ess1 = 1.0 / jnp.sum(w1**2)
+        ess1 = 1.0 / np.sum(w1**2)
         a = ess1 / (ess1 + d)
-        L2 = _chol(_PROPOSAL_SCALE**2 * (a * cov + (1.0 - a) * (L0 @ L0.T)) + 1e-9 * eye)
-        L2 = jnp.where(jnp.all(jnp.isfinite(L2)), L2, La)
-        mu2 = jnp.where(jnp.all(jnp.isfinite(mu2)), mu2, zb)
-        z2 = _mvt_draw(k4, mu2, L2, _PROPOSAL_DF, n2)
-        zd = jnp.concatenate([z1, z2])
-        lp = jnp.concatenate([lp1, _finite(-jax.vmap(U)(z2), -jnp.inf)])
-        logq = jnp.logaddexp(jnp.log(n1 / n_proposals) + logq1(zd),
-                             jnp.log(n2 / n_proposals) + _mvt_logpdf(zd, mu2, L2, _PROPOSAL_DF))
-        return zd, _finite(lp - logq, -jnp.inf)
-
-    return jax.vmap(one)(zbs, evs, Vs, ts, ys, ms, ancs, keys)
-
-
-# The mode search (gradients and Hessians of the log density) is cheap to run but XLA's optimising
-# passes take tens of seconds to compile it on a CPU: there it is compiled without them (compile
-# time about halved). The importance step is the costly one to run and cheap to compile: default.
-_mode_fast_compile = jax.jit(_mode_impl, static_argnums=(5,), compiler_options={"xla_backend_optimization_level": 0})
-_mode_default = jax.jit(_mode_impl, static_argnums=(5,))
-_importance = jax.jit(_importance_impl, static_argnums=(8,))
-
-
-def _laplace_is(z_inits, ts, ys, ms, ancs, keys, n_steps, n_proposals):
-    mode = _mode_fast_compile if jax.default_backend() == "cpu" else _mode_default
-    zb, ev, V = mode(z_inits, ts, ys, ms, ancs, n_steps)
-    return _importance(zb, ev, V, ts, ys, ms, ancs, keys, n_proposals)
+        A2 = _PROPOSAL_SCALE**2 * (a * cov + (1.0 - a) * C0) + 1e-9 * eye
+        L2 = _chol(A2) if np.all(np.isfinite(A2)) else La
+        mu2 = mu2 if np.all(np.isfinite(mu2)) else zb
+        z2 = _mvt_draw(rng, mu2, L2, _PROPOSAL_DF, n2)
+        zd = np.concatenate([z1, z2])
+        lp = np.concatenate([lp1, _finite(-U(z2), -np.inf)])
+        logq = np.logaddexp(np.log(n1 / n_proposals) + logq1(zd),
+                            np.log(n2 / n_proposals) + _mvt_logpdf(zd, mu2, L2, _PROPOSAL_DF))
+        return zd, _finite(lp - logq, -np.inf)
 
 
 def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int = 4000, opt_steps: int = 600,
@@ -412,18 +388,19 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
     proposals (a defensive mixture at the mode scaled by the inverse Hessian, then one moment-matched
     to the weighted first half), are weighted by the exact posterior density over the mixture of the
     proposal densities, Pareto-smoothed, and resampled to ``num_draws`` draws; ``ess`` (of the raw
-    weights) says how well they covered the posterior. Curves
-    run vmapped in batches padded to a bucketed length, so one compiled program serves a batch.
+    weights) says how well they covered the posterior. The density and its gradient are evaluated in
+    NumPy (:mod:`grpojax.fit._creep_density`): nothing is compiled, a curve of a few hundred points takes
+    about a second, and each curve's draws depend only on ``key`` and its position in ``curves``.
 
     Args:
         curves: sequence of ``(steps, values)``; NaN values are dropped (missing observations); each
             curve needs ≥ :data:`MIN_CREEP_POINTS` finite points, strictly increasing finite steps and
             non-zero variance.
-        key: PRNG key.
+        key: PRNG key (a JAX key or an int seed).
         num_draws: posterior draws returned per curve.
         num_proposals: importance proposals per curve.
         opt_steps: Adam steps of the mode search.
-        batch_size: curves per vmapped call.
+        batch_size: accepted for compatibility; curves are fitted one after another.
         average: also fit the model's special case without creep (``w = 1``, one exponential) and
             the logistic slow start, and return draws from the three posteriors in proportion to their
             marginal likelihoods (importance-sampling estimates, even prior odds;
@@ -469,13 +446,13 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
     scale = np.array([p[5] for p in prepared])
     n_obs = np.array([p[0].size for p in prepared])
 
-    sites = _priors(np.zeros(3))
     out = {k: np.zeros((N, num_draws)) for k in SITES}
     out["variant"] = np.zeros((N, num_draws), np.int32)
     ess = np.zeros(N)
     variants = _VARIANT_FLAGS if average else _VARIANT_FLAGS[:1]
     p_variant = np.zeros((N, len(VARIANTS)))
     start = time.perf_counter()
+    seeds = _key_seed(key).spawn(N)
     pbar = None
     if show_progress:
         from grpojax._progress import progress  # noqa: PLC0415
@@ -483,71 +460,42 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
         pbar = progress()
         pbar.start()
         pbar.add_task("creep posteriors", total=N)
-    groups: dict[int, list[int]] = {}
-    for i in sorted(range(N), key=lambda i: n_obs[i]):
-        groups.setdefault(_bucket(int(n_obs[i])), []).append(i)
-    R = len(_RESTARTS)
     try:
-        for T, members in groups.items():
-            B = 1  # a power of two up to batch_size: few batch shapes, few compiled programs
-            while B < min(batch_size, len(members)):
-                B *= 2
-            B = min(B, batch_size)
-            for j in range(0, len(members), B):
-                sel = members[j:j + B]
-                idx = sel + [sel[-1]] * (B - len(sel))  # pad the batch by repeating its last curve
-                ts = np.ones((B, T))
-                ys = np.zeros((B, T))
-                ms = np.zeros((B, T), bool)
-                anc = np.zeros((B, 3))
-                for b, i in enumerate(idx):
-                    s, y = prepared[i][0], prepared[i][1]
-                    n = s.size
-                    ts[b, :n] = (s - t0[i]) / span[i]
-                    ys[b, :n] = (y - center[i]) / scale[i]
-                    ms[b, :n] = True
-                    anc[b] = _anchors(ys[b, :n])
-                z0 = np.zeros((B, R, len(SITES)))  # the same starting points serve every variant
-                for b in range(B):
-                    for r, rs in enumerate(_RESTARTS):
-                        v = _init_values(anc[b], rs)
-                        z0[b, r] = [float(biject_to(sites[k].support).inv(jnp.asarray(float(v[k])))) for k in SITES]
-                zps, lws = [], []
-                for creep in variants:
-                    anc[:, 2] = creep
-                    key, sub = jax.random.split(key)
-                    zp, lw = _laplace_is(jnp.asarray(z0), jnp.asarray(ts), jnp.asarray(ys), jnp.asarray(ms),
-                                            jnp.asarray(anc), jax.random.split(sub, B), int(opt_steps),
-                                            int(num_proposals))
-                    zps.append(np.asarray(zp))
-                    lws.append(np.where(np.isfinite(np.asarray(lw)), np.asarray(lw), -np.inf))
-                # marginal likelihood of each variant: the mean importance weight (raw weights: unbiased)
-                log_z = np.stack([logsumexp(lw, axis=-1) - np.log(lw.shape[-1]) for lw in lws], -1)  # (B, V)
-                post_v = np.exp(log_z - logsumexp(log_z, axis=-1, keepdims=True))
-                post_v = np.where(np.isfinite(post_v), post_v, np.eye(len(variants))[0])
-                # Pareto-smoothed importance weights (arviz): the largest raw weights are replaced by the
-                # order statistics of a fitted generalized Pareto tail, so that a few lucky proposals do not
-                # carry the whole resample (which would make the intervals too narrow when ESS is small)
-                lw_s = np.concatenate([psislw(lw)[0] + np.log(np.maximum(post_v[:, v:v + 1], 1e-300))
-                                       for v, lw in enumerate(lws)], -1)
-                zp = np.concatenate(zps, 1)
-                key, sub = jax.random.split(key)
-                picks = np.asarray(jax.random.categorical(sub, jnp.asarray(lw_s), axis=-1,
-                                                          shape=(num_draws, B))).T
-                zd = np.take_along_axis(zp, picks[..., None], axis=1)
-                variant_of = picks // num_proposals  # index into VARIANTS
-                # ESS of the combined raw weights: each variant's normalised weights times its probability
-                wv = [np.exp(lw - logsumexp(lw, axis=-1, keepdims=True)) * post_v[:, v:v + 1] for v, lw in enumerate(lws)]
-                e_all = 1.0 / np.sum(np.concatenate(wv, -1) ** 2, -1)
-                for b, i in enumerate(sel):
-                    for c, k in enumerate(SITES):
-                        out[k][i] = np.asarray(biject_to(sites[k].support)(jnp.asarray(zd[b, :, c])))
-                    out["w"][i][variant_of[b] == VARIANTS.index("exponential")] = 1.0
-                    out["variant"][i] = variant_of[b]
-                    ess[i] = float(e_all[b])
-                    p_variant[i, :len(variants)] = post_v[b]
-                if pbar is not None:
-                    pbar.advance(pbar.task_ids[0], len(sel))
+        for i, (s, y, *_rest) in enumerate(prepared):
+            rng = np.random.default_rng(seeds[i])
+            t = (s - t0[i]) / span[i]
+            yn = (y - center[i]) / scale[i]
+            anc = _anchors(yn)
+            z0 = np.stack([unconstrain(_init_values(anc, rs)) for rs in _RESTARTS])  # shared by every variant
+            zb, ev, V = _mode(z0, t, yn, anc[:2], variants, int(opt_steps))
+            zps, lws = [], []
+            for v, flag in enumerate(variants):
+                zp, lw = _importance(rng, zb[v], ev[v], V[v], t, yn, anc[:2], flag, int(num_proposals))
+                zps.append(zp)
+                lws.append(np.where(np.isfinite(lw), lw, -np.inf))
+            # marginal likelihood of each variant: the mean importance weight (raw weights: unbiased)
+            log_z = np.array([logsumexp(lw) - np.log(lw.size) for lw in lws])
+            post_v = np.exp(log_z - logsumexp(log_z))
+            post_v = np.where(np.isfinite(post_v), post_v, np.eye(len(variants))[0])
+            # Pareto-smoothed importance weights: the largest raw weights are replaced by the order statistics
+            # of a fitted generalized Pareto tail, so that a few lucky proposals do not carry the whole
+            # resample (which would make the intervals too narrow when ESS is small)
+            lw_s = np.concatenate([psis_log_weights(lw)[0] + np.log(max(post_v[v], 1e-300)) for v, lw in enumerate(lws)])
+            prob = np.exp(lw_s - logsumexp(lw_s))
+            picks = rng.choice(prob.size, size=num_draws, p=prob / prob.sum())
+            zd = np.concatenate(zps)[picks]
+            variant_of = picks // num_proposals  # index into VARIANTS
+            # ESS of the combined raw weights: each variant's normalised weights times its probability
+            wv = np.concatenate([np.exp(lw - logsumexp(lw)) * post_v[v] for v, lw in enumerate(lws)])
+            vals = constrain(zd)
+            for k in SITES:
+                out[k][i] = vals[k]
+            out["w"][i][variant_of == VARIANTS.index("exponential")] = 1.0
+            out["variant"][i] = variant_of
+            ess[i] = float(1.0 / np.sum(wv**2))
+            p_variant[i, :len(variants)] = post_v
+            if pbar is not None:
+                pbar.advance(pbar.task_ids[0], 1)
     finally:
         if pbar is not None:
             pbar.stop()

@@ -27,7 +27,10 @@ For every curve (in normalised units, see :mod:`grpojax.fit._data`):
      width (the curve never approaches it), or outside ``bounds`` (the rewards' possible range,
      when given).
 
-The whole batch is one ``jit`` + ``vmap`` call (sizes static), so thousands of curves fit at once.
+A large batch is one ``jit`` + ``vmap`` call (sizes static), so thousands of curves fit at once. A small
+one (at most ``_NUMPY_MAX`` padded points: a command-line fit, a bootstrap of a hundred prefixes) is fitted
+by the same seed and the same Levenberg–Marquardt method in NumPy (:mod:`grpojax.fit._lsq_numpy`), where
+compiling the program would cost seconds and running either costs milliseconds.
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ import optimistix as optx
 from grpojax._errors import InvalidValueError
 from grpojax._chunks import padded_chunks
 from grpojax.dynamics import LAWS, get_law
+from grpojax.fit import _lsq_numpy
 from grpojax.fit._data import MIN_POINTS, check_bounds, check_curve, check_steps, noise_variance
+from grpojax.fit._lsq_numpy import law_curve
 from grpojax.logs import moving_average
 
 STATUSES = ("ok", "not_converged", "no_learning", "insufficient_data", "decreasing", "law_cannot_describe")
@@ -121,13 +126,19 @@ class LawFit(NamedTuple):
         return cls(*vals)
 
     def predict(self, steps, index=None):
-        """Fitted curve at ``steps`` (shape ``(T,)``; batched fits: ``(N, T)`` unless ``index``)."""
+        """Fitted curve at ``steps`` (shape ``(T,)``; batched fits: ``(N, T)`` unless ``index``).
+
+        Evaluated in NumPy (float64): eager jax.numpy would compile a small program per operation and per
+        length of ``steps``."""
         steps = np.asarray(steps, float)
-        t0 = np.asarray(self.t0) if index is None else np.asarray(self.t0)[index]
-        m = self.model(index)
+        t0 = np.asarray(self.t0, float) if index is None else np.asarray(self.t0, float)[index]
+        names = get_law(self.law).param_names
+        v = np.stack([np.asarray(self.fitted_params[n], float) for n in names], -1)
+        if index is not None:
+            v = v[index]
         if np.ndim(t0) == 0:
-            return np.asarray(m(steps - t0))
-        return np.asarray(jax.vmap(lambda mm, tt: mm(steps - tt))(m, jnp.asarray(t0)))
+            return law_curve(self.law, v, steps - t0)
+        return law_curve(self.law, v[:, None, :], steps[None, :] - t0[:, None])
 
 
 def _levels(u, y, w):
@@ -192,6 +203,11 @@ def _fit_batch(law_name: str, max_steps: int, rtol: float, t, y, w):
     return jax.vmap(partial(_fit_one, law_name, max_steps, rtol))(t, y, w)
 
 
+_NUMPY_MAX = 1 << 17
+"""Batches of at most this many (padded) points are fitted in NumPy (:mod:`grpojax.fit._lsq_numpy`): below it,
+compiling the JAX program costs seconds where running either takes milliseconds (one curve of a command-line
+fit, a bootstrap of a hundred prefixes). Larger batches run the compiled, vmapped program."""
+
 _FIRST_PASS_STEPS = 30
 """Large batches: every curve gets this many LM iterations first; only the unconverged ones get more."""
 _CHUNK, _RETRY_CHUNK, _TWO_PASS_MIN = 256, 64, 256
@@ -208,6 +224,8 @@ def _solve(law: str, max_steps: int, rtol: float, t, y, w):
     result equals the single call (tested); the shapes are fixed, so it costs two compilations at most.
     """
     N = t.shape[0]
+    if N * t.shape[1] <= _NUMPY_MAX:
+        return _lsq_numpy.fit_batch(law, _GRIDS[law], _SEED_POINTS, max_steps, rtol, t, y, w)
     if N < _TWO_PASS_MIN or max_steps <= _FIRST_PASS_STEPS:
         return tuple(np.asarray(a) for a in _fit_batch(law, max_steps, rtol, jnp.asarray(t), jnp.asarray(y), jnp.asarray(w)))
 
@@ -364,7 +382,7 @@ def fit_laws_batched(
     rtol: float = 1e-6,
     bounds: tuple[float, float] | None = None,
 ) -> LawFit:
-    """Fit one law to many curves in one vmapped, jitted call.
+    """Fit one law to many curves in one batched call (vmapped and jitted; in NumPy for small batches).
 
     Args:
         steps: ``(T,)`` steps shared by all curves, or ``(N, T)`` per curve; strictly increasing.

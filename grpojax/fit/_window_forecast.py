@@ -45,13 +45,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import numpy as np
 from scipy import stats
 
 from grpojax._errors import InvalidValueError
 from grpojax.fit._calibration import calibrated_forecast, forecast_scale
-from grpojax.fit._creep import MIN_CREEP_POINTS, fit_creep_batched
+from grpojax.fit._creep import MIN_CREEP_POINTS, _key_seed, fit_creep_batched
 from grpojax.fit._creep import VARIANTS as CREEP_VARIANTS
 from grpojax.fit._data import check_bounds
 from grpojax.fit._lsq import STATUSES as _LAW_STATUSES
@@ -228,20 +227,8 @@ def _persistence(sp, yp, w, n_w, level, window_width):
     return m, m - z * se, m + z * se
 
 
-def _bucketed(steps):
-    """``steps`` padded (with its last value) to a power-of-two length ≥ 64, and the true length: the laws'
-    curves are evaluated eagerly with jax.numpy, which compiles a program per distinct length."""
-    steps = np.asarray(steps, float)
-    n = steps.size
-    T = 64
-    while T < n:
-        T *= 2
-    return np.concatenate([steps, np.full(T - n, steps[-1])]), n
-
-
 def _predict(fit, steps):
-    padded, n = _bucketed(steps)
-    return np.asarray(fit.predict(padded), float)[..., :n]
+    return np.asarray(fit.predict(np.asarray(steps, float)), float)  # NumPy: no compilation per length
 
 
 def _law(sp, yp, w, n_w, level, law, key):
@@ -257,7 +244,7 @@ def _law(sp, yp, w, n_w, level, law, key):
         point = float(np.mean(_predict(fit, ws)))
     resid = yp - yhat
     rho = _lag1(resid)
-    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel()[-1] if key is not None else 0)
+    rng = np.random.default_rng(key if key is not None else 0)
     n = sp.size
     nb = int(np.ceil(n / _BLOCK))
     starts = rng.integers(0, max(n - _BLOCK, 0) + 1, size=(_BOOT, nb))
@@ -302,7 +289,7 @@ def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key):
     curves = post.curve(i, ws)  # (draws, n_w)
     nz = post.noise(i)
     var_f = _mean_var_factor(n_w, nz["rho"])
-    rng = np.random.default_rng(int(np.asarray(jax.random.key_data(key)).ravel()[-1]))
+    rng = np.random.default_rng(key)
     pred = curves.mean(-1) + nz["sd"] * np.sqrt(var_f) * rng.standard_normal(curves.shape[0])
     point, lo, hi = _q(pred, level)
     band_steps = np.linspace(sp[0], w[1], 120)
@@ -372,15 +359,15 @@ def forecast_windows(curves, *, prefix: float, window: float = 0.1, level: float
     end_steps = [None] * len(curves) if end_steps is None else list(end_steps)
     if len(end_steps) != len(curves):
         raise InvalidValueError(f"end_steps must have one entry per curve ({len(curves)}), got {len(end_steps)}")
-    key = jax.random.PRNGKey(0) if key is None else key
+    seeds = _key_seed(0 if key is None else key).spawn(len(curves) + 1)  # NumPy streams: nothing to compile
     parts = []
     for c, e in zip(curves, end_steps):
         s, y = _series(c, metric)
         parts.append(_split(s, y, prefix, window, e))
-    keys = jax.random.split(key, len(parts) + 1)
+    keys = seeds[:len(parts)]
     out = []
     if method in ("creep", "combined"):
-        post = fit_creep_batched([(p[0], p[1]) for p in parts], key=keys[-1], show_progress=show_progress)
+        post = fit_creep_batched([(p[0], p[1]) for p in parts], key=seeds[-1], show_progress=show_progress)
     for i, (sp, yp, w, _, n_w) in enumerate(parts):
         params, band, ess, p_variant = {}, None, float("nan"), {}
         extra = {}
@@ -425,7 +412,7 @@ def forecast_features(sp, yp, w, creep_lo, creep_hi, level: float = _COMPONENT_L
 
 def _combined(post, i, sp, yp, w, n_w, level, key, calibration, bounds):
     """The four forecasters (their own 90% intervals), their weighted mean and the calibrated interval."""
-    k1, k2, k3 = jax.random.split(key, 3)
+    k1, k2, k3 = key.spawn(3)
     c_pt, c_lo, c_hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, _COMPONENT_LEVEL, k1)
     comps = {"creep": {"mean": c_pt, "lo": c_lo, "hi": c_hi, "status": status}}
     pe = _persistence(sp, yp, w, n_w, _COMPONENT_LEVEL, w[1] - w[0])
