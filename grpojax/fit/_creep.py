@@ -75,24 +75,18 @@ from scipy.linalg import solve_triangular
 from scipy.special import gammaln, logsumexp
 
 from grpojax._errors import InvalidValueError
-from grpojax.fit._creep_density import constrain, potential_and_grad, unconstrain
+from grpojax.fit._creep_density import (_LOG_K_PRIOR, _LOG_RATE_PRIOR, _LOG_THETA_PRIOR, _NU_MIN, _P_STAR_PRIOR_SD, constrain,
+                                        potential_and_grad, unconstrain)
 from grpojax.fit._data import check_steps
 from grpojax.fit._psis import psis_log_weights
 
 MIN_CREEP_POINTS = 8
 """Fewest finite observations a curve needs for the creep model."""
 
-NU_MIN = 2.5
+NU_MIN = _NU_MIN
 """Smallest Student-t degrees of freedom (the innovation variance stays finite)."""
 
-# The rates are in units of 1/(time span of the fitted data), and a prefix does not know the run's
-# time scale: a tight prior here asserts that the rise is mostly over within the data, which makes
-# the forecast of a run that is still far from its plateau confidently too low. The priors are
-# therefore broad in log-rate (±2 sd spans a factor ~50 either way) and on the plateau.
-_LOG_RATE_PRIOR = (math.log(4.0), 2.0)  # fast rate
-_LOG_THETA_PRIOR = (math.log(2.0), 2.0)  # creep rate scale
-_LOG_K_PRIOR = (math.log(0.7), 0.8)  # creep shape (tail exponent)
-_P_STAR_PRIOR_SD = 4.0  # plateau, in units of the curve's sd, around the mean of its last fifth
+# The priors' parameters live with the density (grpojax.fit._creep_density), which both uses and states them.
 
 SITES = ("y0", "p_star", "w", "log_rate", "log_theta", "log_k", "sigma", "rho", "nu")
 

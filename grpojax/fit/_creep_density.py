@@ -20,15 +20,21 @@ import math
 import numpy as np
 from scipy.special import betaln, digamma, expit, gammaln
 
-# the priors of grpojax.fit._creep._priors (kept in one place there; imported lazily to avoid a cycle)
 _LOG2PI = math.log(2.0 * math.pi)
-_RHO_LO, _RHO_WIDTH = -0.5, 1.45
-_NU_MIN = 2.5
+_RHO_LO, _RHO_WIDTH = -0.5, 1.45  # rho ~ Uniform(-0.5, 0.95)
+_NU_MIN = 2.5  # smallest Student-t degrees of freedom (grpojax.fit._creep.NU_MIN)
+
+# The rates are in units of 1/(time span of the fitted data), and a prefix does not know the run's
+# time scale: a tight prior here asserts that the rise is mostly over within the data, which makes
+# the forecast of a run that is still far from its plateau confidently too low. The priors are
+# therefore broad in log-rate (±2 sd spans a factor ~50 either way) and on the plateau.
+_LOG_RATE_PRIOR = (math.log(4.0), 2.0)  # fast rate
+_LOG_THETA_PRIOR = (math.log(2.0), 2.0)  # creep rate scale
+_LOG_K_PRIOR = (math.log(0.7), 0.8)  # creep shape (tail exponent)
+_P_STAR_PRIOR_SD = 4.0  # plateau, in units of the curve's sd, around the mean of its last fifth
 
 
 def _prior_params():
-    from grpojax.fit._creep import _LOG_K_PRIOR, _LOG_RATE_PRIOR, _LOG_THETA_PRIOR, _P_STAR_PRIOR_SD  # noqa: PLC0415
-
     return _LOG_RATE_PRIOR, _LOG_THETA_PRIOR, _LOG_K_PRIOR, _P_STAR_PRIOR_SD
 
 
