@@ -69,6 +69,37 @@ def test_split_normal_quantiles_reproduce_the_interval():
     assert q == pytest.approx([0.5, 1.0, 2.0])
 
 
+def test_weighted_median_combination_is_robust_and_reduces_to_the_median():
+    from grpojax.fit._calibration import combine_forecasts
+
+    rng = np.random.default_rng(5)
+    P = rng.normal(size=(200, 4))
+    # equal weights: the ordinary median; weights are per forecaster (broadcast over rows)
+    assert np.allclose(combine_forecasts(P, np.full(4, 0.25)), np.median(P, axis=1))
+    # more than half the weight on one forecaster: that forecaster, whatever the others say
+    assert np.allclose(combine_forecasts(P, [0.1, 0.6, 0.2, 0.1]), P[:, 1])
+    # a zero weight plays no part: the median of the other three
+    assert np.allclose(combine_forecasts(P, [1 / 3, 1 / 3, 1 / 3, 0.0]), np.median(P[:, :3], axis=1))
+    # one forecaster extrapolating wildly moves the median at most to its neighbour; the mean follows it
+    wild = P.copy()
+    wild[:, 3] = 1e6
+    med = combine_forecasts(wild, np.full(4, 0.25))
+    assert np.all(med <= np.max(P[:, :3], axis=1)) and np.all(combine_forecasts(wild, np.full(4, 0.25), "mean") > 1e5)
+    # many weight vectors at once (the fitting grid): one row per weight vector
+    W = np.array([[1, 0, 0, 0], [0, 0, 0, 1.0]])
+    assert np.allclose(combine_forecasts(P[None], W[:, None, :]), P[:, [0, 3]].T)
+    with pytest.raises(ValueError, match="combine rule"):
+        combine_forecasts(P, np.full(4, 0.25), "mode")
+
+
+def test_error_scale_is_the_prefix_sd_at_least_half_its_noise():
+    from grpojax.fit._calibration import forecast_scale
+
+    assert forecast_scale(0.3, 0.2) == pytest.approx(0.3)
+    assert forecast_scale(0.05, 0.2) == pytest.approx(0.1)  # a prefix that is all noise: half the noise sd
+    assert np.allclose(forecast_scale([0.3, 0.0], [0.2, 0.4]), [0.3, 0.2])
+
+
 def _records(rng, n_groups=12, per=10, prefixes=(0.25, 0.5, 0.75)):
     """Synthetic past forecasts: the truth, four forecasters of known accuracy (creep best, sigmoid worst), and a
     scale that is the true sd of the best combination's error (times a horizon factor)."""
@@ -114,6 +145,9 @@ def test_calibration_round_trip_bounds_and_extrapolation():
     cal = fit_calibration(_records(np.random.default_rng(4), n_groups=6, per=5), horizons=[1 / 3, 1.0, 3.0])
     back = calibration_from_dict(json.loads(json.dumps(cal.to_dict())))
     assert np.allclose(back.quantiles, cal.quantiles, atol=1e-4) and back.methods == cal.methods
+    assert back.combine == cal.combine == "median"
+    with pytest.raises(ValueError, match="combine"):
+        calibration_from_dict({**cal.to_dict(), "combine": "mode"})
     bad = cal.to_dict()
     bad["quantiles"] = bad["quantiles"][:2]
     with pytest.raises(ValueError, match="shapes"):
