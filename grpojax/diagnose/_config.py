@@ -77,7 +77,7 @@ gap reads better. Measured gaps (quick benchmark, 2026-11-29):
   (the 1.4826 x MAD scale; 8 sigma has probability < 1e-14 under Gaussian noise, and rldoctor uses the
   same 8) and ``grad_spike_ratio = 5`` times that median; ``grad_spike_jump = 10``: a single step an order
   of magnitude above its neighbours' median moves the weights ten times as far as they do, and needs only
-  a z past the 1 % family-wise Gaussian level over the points scanned (3.9 for 100 points; the z of 8
+  a z past the 1 % family-wise Gaussian level over the points scanned (3.7 for 100 points; the z of 8
   decides jumps of 5-10x). ``component_share = 0.9`` of the reward
   variance from one component, or a component that never changes (``component_flat_rel = 1e-6``
   of the largest component range) over at least ``min_points`` points.

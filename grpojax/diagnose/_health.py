@@ -20,7 +20,7 @@ range, statistic and threshold) like the four modes, and a "what to change" text
 - ``gradient_spikes``: a grad norm >= ``grad_spike_z`` robust standard deviations (1.4826 x the 21-point running
   median absolute residual) above the 11-point running median of log grad norm and >= ``grad_spike_ratio`` times that median,
   or >= ``grad_spike_jump`` times that median (an order of magnitude) with a z past the 1 % family-wise
-  Gaussian level over the points scanned (Bonferroni: 3.9 sd for 100 points, 4.4 for 1,000); a
+  Gaussian level over the points scanned (Bonferroni: 3.7 sd for 100 points, 4.3 for 1,000); a
   non-finite grad norm is a spike. Quiet steps (zero, or 10 times below the 31-point running upper
   decile: no group had reward variance) are left out of the median and the scale.
 - ``reward_imbalance``: with >= 2 reward components logged, one carries >= ``component_share`` of
