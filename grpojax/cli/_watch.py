@@ -135,7 +135,7 @@ class _Forecaster:
     @property
     def pending(self) -> tuple | None:
         with self._lock:
-            r = self._running or self._queued
+            r = self._running if self._running is not None else self._queued
         if r is None:
             return None
         return r.count(self._config.metric), float(r.steps[-1]) if r.steps.size else float("nan")
