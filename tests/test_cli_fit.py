@@ -87,10 +87,14 @@ def test_fit_cli_missing_file(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_fit_cli_bayes(tmp_path):
+def test_fit_cli_bayes(tmp_path, capsys):
     rc = main(["fit", str(FIX / "rising.jsonl"), "--law", "three_phase", "--bayes", "--prefix", "0.5",
                "--chains", "2", "--draws", "200", "--warmup", "200", "--out", str(tmp_path)])
     assert rc == 0
+    # each posterior says what it samples before it starts and how long it took
+    err = capsys.readouterr().err
+    assert "state_space posterior: NUTS on 60 points, 2 chains x (200 warmup + 200 draws)" in err
+    assert "of the first 0.5: NUTS on 30 points" in err and err.count("sampled in") == 2
     (run,) = json.loads((tmp_path / "fit.json").read_text())["runs"].values()
     assert run["bayes"]["model"] == "state_space"
     assert "bayes:state_space" in run["forecasts"]

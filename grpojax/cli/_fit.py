@@ -124,6 +124,29 @@ def _window_forecasts(runs, args, key):
     return fcs, observed
 
 
+def _sampling(label: str, n_points: int, args, fn):
+    """Run one NUTS posterior (``fn()``) where the user sees it: a live line with the elapsed time on a terminal
+    (the project's progress bar on stderr), one line before and one after otherwise; the time it took either way."""
+    import time  # noqa: PLC0415
+
+    from grpojax.cli._common import progress  # noqa: PLC0415
+
+    chains = f"{args.chains} chain{'s' if args.chains != 1 else ''}"
+    what = f"{label}: NUTS on {n_points} points, {chains} x ({args.warmup} warmup + {args.draws} draws)"
+    t0 = time.perf_counter()
+    if err_console.is_terminal:
+        with progress() as bar:
+            bar.add_task(what, total=None)
+            out = fn()
+    else:
+        err_console.print(f"{what}: sampling (about a minute per posterior for a few hundred points on two CPU cores, "
+                          "compiling the sampler included)", markup=False, highlight=False, soft_wrap=True)
+        out = fn()
+    err_console.print(f"{label}: sampled in {time.perf_counter() - t0:.0f} s", markup=False, highlight=False,
+                      soft_wrap=True)
+    return out
+
+
 def _fc_json(fc):
     return {k: getattr(fc, k) for k in ("method", "fraction", "n_train", "n_test", "rmse", "mae", "coverage90", "status")}
 
@@ -158,9 +181,9 @@ def run(args) -> int:
     report = {"log": str(args.log), "metric": args.metric, "runs": {}}
     # JAX keys (and the small programs that make them) only for NUTS; the window forecasts draw from NumPy
     key = jax.random.key(args.seed) if args.bayes else None
-    # numpyro's progress bar (stderr) when a person is watching; silent in pipes, logs and tests
+    # the progress shown is _sampling's (numpyro's own bar would draw over it)
     nuts = dict(num_chains=args.chains, num_samples=args.draws, num_warmup=args.warmup, hyperparams=hp,
-                progress_bar=sys.stderr.isatty())
+                progress_bar=False)
     from rich.table import Table  # noqa: PLC0415
 
     table = Table(title=f"grpojax fit: {args.log}")
@@ -199,10 +222,14 @@ def run(args) -> int:
         if args.bayes:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
-                bayes = fit_bayes(steps, y, args.bayes, key=jax.random.fold_in(key, 0), **nuts)
+                bayes = _sampling(f"{r.name}: {args.bayes} posterior", int(len(steps)), args,
+                                  lambda: fit_bayes(steps, y, args.bayes, key=jax.random.fold_in(key, 0), **nuts))
                 entry["bayes"] = to_summary_dict(bayes)
                 if args.prefix is not None:
-                    bfc = forecast_bayes(steps, y, args.prefix, args.bayes, key=jax.random.fold_in(key, 1), **nuts)
+                    n_pre = int(np.sum(steps <= steps[0] + args.prefix * (steps[-1] - steps[0])))
+                    bfc = _sampling(f"{r.name}: {args.bayes} posterior of the first {args.prefix:g}", n_pre, args,
+                                    lambda: forecast_bayes(steps, y, args.prefix, args.bayes, key=jax.random.fold_in(key, 1),
+                                                           **nuts))
                     entry["forecasts"][f"bayes:{args.bayes}"] = _fc_json(bfc)
             for w in caught:
                 console.print(f"[yellow]warning[/]: {w.message}")
