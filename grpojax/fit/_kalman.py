@@ -24,7 +24,6 @@ from grpojax._errors import InvalidValueError
 from grpojax._checks import check
 from grpojax._dtypes import float_dtype
 from grpojax.dynamics import OscillatorParams, drift_matrix, expm2
-from grpojax.sde import exact_transition
 
 
 _OFF_DIAGONAL = ~np.eye(2, dtype=bool)
@@ -185,6 +184,8 @@ def oscillator_transitions(params: OscillatorParams, unique_dts, index, *, group
         ``A (T, 2, 2)``, ``Q (T, 2, 2)``.
     """
     if method == "van_loan":
+        from grpojax.sde import exact_transition  # noqa: PLC0415  (imports diffrax: only where it is used)
+
         A_u, Q_u = exact_transition(params, jnp.asarray(unique_dts), group_size=group_size)
     elif method == "quadrature":
         M = jnp.asarray(params.M)
@@ -227,6 +228,8 @@ def kalman_forecast(params: OscillatorParams, m, P, dt, *, group_size=1.0):
     Returns:
         ``(mean (K,), var (K,))`` of ``x[0]`` (add ``p*`` for the reward and ``R`` for a new observation).
     """
+    from grpojax.sde import exact_transition  # noqa: PLC0415  (imports diffrax: only where it is used)
+
     A, Q = exact_transition(params, jnp.asarray(dt), group_size=group_size)
     mean = jnp.einsum("...ij,j->...i", A, m)[..., 0]
     cov = A @ P @ jnp.swapaxes(A, -1, -2) + Q
