@@ -1,15 +1,17 @@
 """JAX's persistent compilation cache, set in one place.
 
-Most of the time of a short command (a forecast, a diagnosis) is spent compiling XLA programs, not
-running them. With the persistent cache on, a compiled program is written to disk and the next process
-that needs the same program (same shapes, same options) loads it instead of compiling it again. The
-fitting code pads its series to bucketed lengths, so a second call on a log of a different length finds
-its programs in the cache too.
+A short command spends more time compiling XLA programs than running them. The commands that answer in
+seconds avoid compiling altogether (``grpojax fit --prefix`` fits its laws and its window forecast in NumPy
+and compiles nothing); for what still compiles (NUTS posteriors, least-squares batches too large for NumPy,
+simulations) the persistent cache writes each compiled program to disk, and the next process that needs
+the same program (same shapes, same options) loads it instead of compiling it again. The large
+least-squares batches are padded to bucketed lengths, so a log of another length finds its programs too.
+Every program is cached, however fast it compiled: loading a small one takes a few milliseconds where
+compiling it takes tens.
 
 The folder is ``$GRPOJAX_JAX_CACHE`` when set, else ``$XDG_CACHE_HOME/grpojax/jax`` (by default
-``~/.cache/grpojax/jax``); ``GRPOJAX_JAX_CACHE=off`` turns the cache off. Every program is cached,
-whatever its compile time. A folder that cannot be created or written leaves the cache off silently:
-a cache is an optimisation, never a reason to fail.
+``~/.cache/grpojax/jax``); ``GRPOJAX_JAX_CACHE=off`` turns the cache off. A folder that cannot be created
+or written leaves the cache off silently: a cache is an optimisation, never a reason to fail.
 """
 
 from __future__ import annotations
