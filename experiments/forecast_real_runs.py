@@ -361,7 +361,7 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
     prefixes = PREFIXES[:1] if quick else PREFIXES
     t_start = time.perf_counter()
     load_at_start = load_average()
-    records, n_reused = [], 0
+    records, n_reused, earlier = [], 0, None
     todo = items + sims
     if reuse:  # the forecasts of an earlier run: series it holds are not forecast again (the scoring is redone)
         old = json.loads(pathlib.Path(reuse).read_text())
@@ -370,6 +370,8 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
         records = [have[k] for ks in keys if all(k in have for k in ks) for k in ks]
         todo = [it for it, ks in zip(todo, keys) if not all(k in have for k in ks)]
         n_reused = len(records)
+        earlier = (f"made there in {old['forecast_s']:.0f} s, {old.get('forecast_load', 'load n/a')} at the start"
+                   if not old.get("reused") and "forecast_s" in old else old.get("earlier", "made in an earlier run"))
     if todo:
         records += forecast_records(todo, prefixes)
     rescale(records)
@@ -398,7 +400,7 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
               "level": LEVEL, "protocol": "leave one repository out (experiments/_loro.py); simulated families "
               "scored with the calibration learned from every real repository", "families": list(FAMILIES), "sim_per_family": n_sim, "sim_seed": SIM_SEED,
               "runtime_s": runtime, "forecast_s": t_fc, "load_at_start": load_at_start,
-              "forecast_load": forecast_load, "reused": n_reused, "summary": table,
+              "forecast_load": forecast_load, "reused": n_reused, "earlier": earlier, "summary": table,
               "rows": rows, "records": records, "skipped": skipped, "n_series": len(items),
               "n_repos": len({it[1] for it in items}), "command": command}
     if write_calibration and not quick:
@@ -488,7 +490,8 @@ def markdown(res, prefixes) -> str:
              f"{res['forecast_s']:.0f} s ({res.get('forecast_load', res.get('load_at_start', 'load n/a'))} at "
              "the start; other work loaded the machine)"
              + (f"; {res['reused']} of the {len(res['records'])} forecasts taken from an earlier run's records "
-                "(`--reuse-records`), the scoring redone" if res.get("reused") else "")
+                f"(`--reuse-records`; {res.get('earlier') or 'made in an earlier run'}), the scoring redone"
+                if res.get("reused") else "")
              + ".", "",
              "Command: `" + res.get("command", "") + "`", ""]
     lines += ["## Real repositories (each held out in turn)", "",
