@@ -269,6 +269,13 @@ def detect_kl_drift(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
 # ----------------------------------------------------------------------------- gradient
 
 
+def _unless(e, confirmed, why: str):
+    """``e`` held back (not triggered, the reason appended) where the second condition does not confirm it."""
+    if e.triggered and not confirmed:
+        return e._replace(triggered=False, score=0.0, statistic=e.statistic + why)
+    return e
+
+
 def detect_gradient_spikes(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     """Gradient-norm spikes: robust z-score of log grad norm against its running median."""
     mode = "gradient_spikes"
@@ -323,20 +330,16 @@ def detect_gradient_spikes(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     jump = (ratio >= cfg.grad_spike_jump) & (z >= z_jump)
     spike = spike_z | jump
     k = int(np.argmax(np.where(spike_z, z, -np.inf))) if spike_z.any() else int(np.argmax(z))
-    e = make_evidence("grad_norm", s[k:k + 1], f"largest robust z of log grad norm ({_SPIKE_WINDOW}-point median)",
-                      float(z[k]), cfg.grad_spike_z, ">=", kind="zscore")
-    if e.triggered and not spike_z[k]:
-        e = e._replace(triggered=False, score=0.0,
-                       statistic=e.statistic + f" [only {ratio[k]:.2g}x the median < {cfg.grad_spike_ratio:g}x]")
-    ev.append(e)
+    ev.append(_unless(make_evidence("grad_norm", s[k:k + 1],
+                                    f"largest robust z of log grad norm ({_SPIKE_WINDOW}-point median)",
+                                    float(z[k]), cfg.grad_spike_z, ">=", kind="zscore"),
+                      spike_z[k], f" [only {ratio[k]:.2g}x the median < {cfg.grad_spike_ratio:g}x]"))
     ev.append(make_evidence("grad_norm", s[k:k + 1], "that grad norm / running median", float(ratio[k])))
     j = int(np.argmax(np.where(jump, ratio, -np.inf))) if jump.any() else int(np.argmax(ratio))
-    e = make_evidence("grad_norm", s[j:j + 1], f"largest grad norm / running median ({_SPIKE_WINDOW}-point)",
-                      float(ratio[j]), cfg.grad_spike_jump, ">=", kind="ratio")
-    if e.triggered and not jump[j]:
-        e = e._replace(triggered=False, score=0.0,
-                       statistic=e.statistic + f" [robust z {z[j]:.2g} < {z_jump:.2g}: within the run's noise]")
-    ev.append(e)
+    ev.append(_unless(make_evidence("grad_norm", s[j:j + 1],
+                                    f"largest grad norm / running median ({_SPIKE_WINDOW}-point)",
+                                    float(ratio[j]), cfg.grad_spike_jump, ">=", kind="ratio"),
+                      jump[j], f" [robust z {z[j]:.2g} < {z_jump:.2g}: within the run's noise]"))
     ev.append(make_evidence("grad_norm", s, "number of spikes", float(spike.sum())))
     episodes += [(float(a), float(a)) for a in s[spike]]
     panel = {"grad_norm": (s, g), "spike_steps": s[spike], "median": (s, np.exp(base)),

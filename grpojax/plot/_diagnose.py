@@ -130,7 +130,8 @@ def draw_panel(result: ModeResult, ax) -> None:
             ax.plot(*d["fit"], "--", color="k", lw=1.5, label="three-phase law (fitted)")
         ax.set_ylabel("reward")
     ax.set_xlabel("step")
-    ax.legend(fontsize=7, loc="best")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
 
 
 def result_threshold(result: ModeResult, metric: str, default: float) -> float:
