@@ -122,3 +122,25 @@ def test_filter_shapes_and_missing_skip():
     # all missing -> zero log-likelihood, prediction only
     res0 = kalman_filter(y, jnp.zeros(10, bool), A, Q, 0.1, jnp.zeros(2), jnp.eye(2))
     assert float(res0.loglik) == 0.0
+
+
+def test_sampler_potential_has_no_host_callback():
+    """The state-space model's log density (what NUTS differentiates) holds no traced check: a check is a host
+    callback, and JAX never writes a program holding one to its persistent compilation cache, so every
+    `fit --bayes` would compile its sampler again. The checks stay on the public filter."""
+    from numpyro.infer.util import potential_energy
+
+    from grpojax.fit._models import prior_sites, state_space_model
+
+    t = np.linspace(0.0, 1.0, 40)
+    uniq, index = step_intervals(t)
+    y, mask = jnp.asarray(np.sin(3 * t)), jnp.ones(40, bool)
+    names = list(prior_sites("state_space"))
+
+    def U(z):
+        return potential_energy(state_space_model, (y, mask, uniq, index), {}, {k: z[i] for i, k in enumerate(names)})
+
+    assert "callback" not in str(jax.make_jaxpr(jax.grad(U))(jnp.zeros(len(names))))
+    A, Q = jnp.broadcast_to(jnp.eye(2), (40, 2, 2)), jnp.zeros((40, 2, 2))
+    checked = jax.make_jaxpr(lambda r: kalman_filter(y, mask, A, Q, r, jnp.zeros(2), jnp.eye(2)).loglik)(1.0)
+    assert "callback" in str(checked)

@@ -14,6 +14,7 @@ which equals the dense multivariate normal log-density of the stacked observatio
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -43,7 +44,7 @@ class KalmanResult(NamedTuple):
     covs: jax.Array
 
 
-def kalman_filter(y, mask, A, Q, R, m0, P0, *, offset=0.0, unroll: int = 4) -> KalmanResult:
+def kalman_filter(y, mask, A, Q, R, m0, P0, *, offset=0.0, unroll: int = 4, checked: bool = True) -> KalmanResult:
     """Kalman filter for a 2-d state observed through its first coordinate.
 
     Args:
@@ -56,6 +57,10 @@ def kalman_filter(y, mask, A, Q, R, m0, P0, *, offset=0.0, unroll: int = 4) -> K
         m0, P0: mean ``(2,)`` and covariance ``(2, 2)`` of the state at the initial time.
         offset: constant ``c`` added to the observed coordinate (the plateau ``p*``).
         unroll: ``lax.scan`` unroll factor (4 runs ~20% faster than 1 on CPU; compile time is the same).
+        checked: check ``R`` and ``P0`` (see Raises). The models of :mod:`grpojax.fit._models` pass False:
+            they build ``R`` and ``P0`` valid, and a traced check puts a host callback into the sampler's
+            program, which JAX never writes to its persistent compilation cache (every NUTS run would
+            compile its sampler again).
 
     Returns:
         :class:`KalmanResult`.
@@ -66,9 +71,10 @@ def kalman_filter(y, mask, A, Q, R, m0, P0, *, offset=0.0, unroll: int = 4) -> K
         equinox.EqxRuntimeError: the same sign violations on traced values (NaN passes through, so the
             filter can sit inside a sampler's potential).
     """
-    R = check("R", R, lambda a: a >= 0, ">= 0 (observation-noise variance)", on_trace="allow_nan")
-    P0 = check("P0", P0, lambda a: (a >= 0) | _OFF_DIAGONAL,
-               "a (2, 2) covariance with a diagonal >= 0", on_trace="allow_nan")
+    if checked:
+        R = check("R", R, lambda a: a >= 0, ">= 0 (observation-noise variance)", on_trace="allow_nan")
+        P0 = check("P0", P0, lambda a: (a >= 0) | _OFF_DIAGONAL,
+                   "a (2, 2) covariance with a diagonal >= 0", on_trace="allow_nan")
     y = jnp.asarray(y)
     dtype = float_dtype(y, jnp.asarray(A))
     mask = jnp.asarray(mask, bool)
@@ -94,9 +100,17 @@ def kalman_filter(y, mask, A, Q, R, m0, P0, *, offset=0.0, unroll: int = 4) -> K
     return KalmanResult(ll, ms, Ps)
 
 
-def kalman_loglik(y, mask, A, Q, R, m0, P0, *, offset=0.0) -> jax.Array:
+def kalman_loglik(y, mask, A, Q, R, m0, P0, *, offset=0.0, checked: bool = True) -> jax.Array:
     """Log-likelihood only (see :func:`kalman_filter` for the arguments)."""
-    return kalman_filter(y, mask, A, Q, R, m0, P0, offset=offset).loglik
+    return kalman_filter(y, mask, A, Q, R, m0, P0, offset=offset, checked=checked).loglik
+
+
+def unchecked_params(M, C, K_eff, p_star=0.0, D=0.0) -> OscillatorParams:
+    """:class:`OscillatorParams` without its constructor's traced checks, for values a model builds valid
+    inside a sampler's potential (``M > 0``, ``D ≥ 0`` by construction): a traced check is a host callback,
+    and JAX never writes a program holding one to its persistent compilation cache."""
+    leaves = [jnp.asarray(x) for x in (M, C, K_eff, p_star, D)]
+    return jax.tree_util.tree_unflatten(_params_treedef(), leaves)
 
 
 def step_intervals(steps, t_start=None):
@@ -130,6 +144,11 @@ def _base_and_doublings(unique_dts):
     return u / 2.0**k, k
 
 
+@functools.cache
+def _params_treedef():
+    return jax.tree_util.tree_structure(OscillatorParams(1.0, 0.0, 0.0))
+
+
 def quadrature_transition(M, C, K_eff, q, unique_dts):
     """Exact-to-round-off ``(A, Q)`` per interval, cheap to differentiate (used inside samplers).
 
@@ -151,7 +170,7 @@ def quadrature_transition(M, C, K_eff, q, unique_dts):
     M, C, K_eff, q = (jnp.asarray(x) * 1.0 for x in (M, C, K_eff, q))  # default float (x64 if enabled)
     dtype = jnp.result_type(M, C, K_eff, q)
     h = jnp.asarray(base, dtype)
-    p = OscillatorParams(M, C, K_eff)
+    p = unchecked_params(M, C, K_eff)  # M, C, K_eff checked by their OscillatorParams, or built valid by a model
     nodes = (jnp.asarray(_GL_NODES, dtype) + 1.0) / 2.0  # on [0, 1]
     wts = jnp.asarray(_GL_WEIGHTS, dtype) / 2.0
     s = h[:, None] * nodes[None, :]  # (U, n)

@@ -30,8 +30,8 @@ import numpyro
 import numpyro.distributions as dist
 
 from grpojax._errors import InvalidValueError
-from grpojax.dynamics import OscillatorParams, ThreePhase, from_hyperparams
-from grpojax.fit._kalman import kalman_loglik, oscillator_transitions
+from grpojax.dynamics import ThreePhase, from_hyperparams
+from grpojax.fit._kalman import kalman_loglik, oscillator_transitions, unchecked_params
 
 ZETA_RANGE = (-0.5, 5.0)
 LOG_OMEGA_PRIOR = (math.log(8.0), 1.5)  # plain Python: importing grpojax.fit must not start JAX
@@ -85,10 +85,12 @@ def three_phase_model(t, y, mask):
 
 
 def _state_space_ll(y, mask, unique_dts, index, p0, p_star, M, C, K_eff, q, sigma):
-    params = OscillatorParams(M, C, K_eff, p_star, q * M**2)
+    # built valid (M > 0, q ≥ 0, σ² ≥ 0): no traced checks, whose host callbacks would keep the sampler's
+    # program out of JAX's persistent compilation cache
+    params = unchecked_params(M, C, K_eff, p_star, q * M**2)
     A, Q = oscillator_transitions(params, unique_dts, index)
     m0 = jnp.stack([p0 - p_star, jnp.zeros_like(p0)])
-    return kalman_loglik(y, mask, A, Q, sigma**2, m0, jnp.zeros((2, 2), m0.dtype), offset=p_star)
+    return kalman_loglik(y, mask, A, Q, sigma**2, m0, jnp.zeros((2, 2), m0.dtype), offset=p_star, checked=False)
 
 
 def state_space_model(y, mask, unique_dts, index):
