@@ -55,6 +55,18 @@ def test_expm2_matches_scipy_expm_including_repeated_roots():
             np.testing.assert_allclose(dyn.expm2(F, t), expm(F * t), rtol=1e-11, atol=1e-12)
 
 
+def test_expm2_coefficients_numpy_equal_the_jitted_ones():
+    """The NumPy twin (used where XLA would not pay off) equals the compiled coefficients on every branch:
+    Taylor (q² t² small), real roots (overdamped, also strongly) and complex roots (underdamped)."""
+    from grpojax.dynamics._expm2 import expm2_coefficients
+
+    rng = np.random.default_rng(2)
+    s = np.concatenate([rng.normal(size=200), [-1.0, -1.0, -50.0, 0.0]])
+    d = np.concatenate([rng.normal(size=200), [1.0, 1.0 - 1e-5, 1.0, 4.0]])
+    t = np.concatenate([rng.uniform(0, 5, size=200), [3.0, 3.0, 2.0, 1.0]])
+    for a, b in zip(dyn.expm2_coefficients_numpy(s, d, t), expm2_coefficients(s, d, t)):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12, atol=1e-14)
+
 def test_starts_at_rest_with_zero_slope():
     for zeta in (0.2, 1.0, 4.0):
         p = _params_with_zeta(zeta)

@@ -66,7 +66,7 @@ EXPORTS = {
 SHARED = {
     "grpojax.dynamics": ["EXACT_RADIUS_MAX_LAG", "Exponential", "LAWS", "Sigmoid", "ThreePhase",
         "companion_constant", "dominant_root", "drift_matrix", "exact_oscillatory_a", "exact_oscillatory_eta",
-        "expm2", "instability_windows", "lag_tau", "natural_frequency", "oscillatory_eta", "oscillatory_k_ref",
+        "expm2", "expm2_coefficients_numpy", "instability_windows", "lag_tau", "natural_frequency", "oscillatory_eta", "oscillatory_k_ref",
         "response_from_rest", "spectral_radius_constant", "spectral_radius_periodic", "transition_matrix"],
     "grpojax.bandit": ["ADVANTAGES", "GRADIENTS", "LAGS", "drift_logit", "gradient_noise", "mean_field_step",
         "two_arm_init", "two_arm_step_batch"],

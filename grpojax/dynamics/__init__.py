@@ -30,7 +30,7 @@ from grpojax.dynamics._windows import stability_margin
 
 # Importable for the packages after this one, the command line and the experiments, but not part
 # of the public API (not in __all__, not in the API reference).
-from grpojax.dynamics._expm2 import expm2
+from grpojax.dynamics._expm2 import expm2, expm2_coefficients_numpy
 from grpojax.dynamics._laws import Exponential, LAWS, Sigmoid, ThreePhase
 from grpojax.dynamics._params import lag_tau, natural_frequency
 from grpojax.dynamics._stability import (

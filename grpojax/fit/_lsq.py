@@ -143,17 +143,7 @@ class LawFit(NamedTuple):
 
 def _levels(u, y, w):
     """Weighted LS of ``y ≈ a + b u``; returns (P0, P1) = (a + b, a) and SSE. Shapes (..., T)."""
-    sw = jnp.sum(w, -1)
-    ub = jnp.sum(w * u, -1) / sw
-    yb = jnp.sum(w * y, -1) / sw
-    du = u - ub[..., None]
-    var = jnp.sum(w * du * du, -1)
-    cov = jnp.sum(w * du * (y - yb[..., None]), -1)
-    ok = var > 1e-12 * sw
-    b = jnp.where(ok, cov / jnp.where(ok, var, 1.0), 0.0)
-    a = yb - b * ub
-    r = y - a[..., None] - b[..., None] * u
-    return a + b, a, jnp.sum(w * r * r, -1)
+    return _lsq_numpy._levels(u, y, w, jnp)
 
 
 def _seed(law_name: str, t, y, w):

@@ -22,39 +22,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from grpojax.dynamics import get_law
-
-_SERIES_X = 1e-2  # as grpojax.dynamics._expm2
-
-
-def _expm2_coefficients(s, d, t):
-    """NumPy port of :func:`grpojax.dynamics._expm2.expm2_coefficients`: ``(e^{st} c(t), e^{st} σ(t))``."""
-    s, d, t = np.broadcast_arrays(*(np.asarray(x, float) for x in (s, d, t)))
-    q2 = s * s - d
-    x = q2 * t * t
-    small = np.abs(x) < _SERIES_X
-    pos = (q2 > 0) & ~small
-    neg = (q2 < 0) & ~small
-    xs = np.where(small, x, 0.0)
-    c_ser = 1.0 + xs * (1 / 2 + xs * (1 / 24 + xs * (1 / 720 + xs / 40320)))
-    s_ser = t * (1.0 + xs * (1 / 6 + xs * (1 / 120 + xs * (1 / 5040 + xs / 362880))))
-    est_small = np.exp(np.where(small, s * t, 0.0))
-    qp = np.sqrt(np.where(pos, q2, 1.0))
-    sp = np.where(pos, s, -1.0)
-    dp = np.where(pos, d, 0.0)
-    big = np.where(sp < 0, sp - qp, sp + qp)
-    other = dp / np.where(big != 0, big, 1.0)
-    lam_p = np.where(sp < 0, other, big)
-    lam_m = np.where(sp < 0, big, other)
-    ep = np.exp(lam_p * t)
-    sig_pos = ep * (-np.expm1(-2.0 * qp * t)) / (2.0 * qp)
-    c_pos = 0.5 * (ep + np.exp(lam_m * t))
-    w = np.sqrt(np.where(neg, -q2, 1.0))
-    est_neg = np.exp(np.where(neg, s * t, 0.0))
-    c = np.where(small, est_small * c_ser, np.where(pos, c_pos, est_neg * np.cos(w * t)))
-    sig = np.where(small, est_small * s_ser, np.where(pos, sig_pos, est_neg * np.sin(w * t) / w))
-    return c, sig
-
+from grpojax.dynamics import expm2_coefficients_numpy, get_law
 
 def law_curve(law: str, v, t):
     """The law with constrained parameters ``v`` (``(..., k)``, in ``param_names`` order) at times ``t``
@@ -69,7 +37,7 @@ def law_curve(law: str, v, t):
         if law == "three_phase":
             r0, r_inf, om, zeta = p
             s = -zeta * om
-            c, sig = _expm2_coefficients(s, om**2, t)
+            c, sig = expm2_coefficients_numpy(s, om**2, t)
             return r_inf - (r_inf - r0) * (c - sig * s)
         if law == "sigmoid":
             r0, A, t_mid, B = p
@@ -116,19 +84,19 @@ def to_unconstrained(law: str, v):
         return np.stack([_inverse(v[..., i], lo, hi) for i, (lo, hi) in enumerate(bounds)], -1)
 
 
-def _levels(u, y, w):
-    """Weighted LS of ``y ≈ a + b u`` on the last axis; returns ``(a + b, a, SSE)``."""
-    sw = np.sum(w, -1)
-    ub = np.sum(w * u, -1) / sw
-    yb = np.sum(w * y, -1) / sw
+def _levels(u, y, w, xp=np):
+    """Weighted LS of ``y ≈ a + b u`` on the last axis; returns ``(a + b, a, SSE)`` (``xp``: numpy or jax.numpy)."""
+    sw = xp.sum(w, -1)
+    ub = xp.sum(w * u, -1) / sw
+    yb = xp.sum(w * y, -1) / sw
     du = u - ub[..., None]
-    var = np.sum(w * du * du, -1)
-    cov = np.sum(w * du * (y - yb[..., None]), -1)
+    var = xp.sum(w * du * du, -1)
+    cov = xp.sum(w * du * (y - yb[..., None]), -1)
     ok = var > 1e-12 * sw
-    b = np.where(ok, cov / np.where(ok, var, 1.0), 0.0)
+    b = xp.where(ok, cov / xp.where(ok, var, 1.0), 0.0)
     a = yb - b * ub
     r = y - a[..., None] - b[..., None] * u
-    return a + b, a, np.sum(w * r * r, -1)
+    return a + b, a, xp.sum(w * r * r, -1)
 
 
 def seed(law: str, grids, n_points: int, t, y, w):
