@@ -7,7 +7,8 @@ Records are dicts. What the reader does with them, in order:
    ``{"step": 3, "reward": 1}``); other nested dicts are flattened with ``/`` (``{"train": {"kl": 1}}``
    -> ``train/kl``, which the canonical mapping turns into ``kl``); lists are left out.
 2. **the step**: the first of :data:`STEP_KEYS` present in the records (``step``, ``_step``,
-   ``global_step``, ``iteration``, ...). Records without it are skipped and counted when others have
+   ``global_step``, ``iteration``, ...; ms-swift's ``global_step/max_steps`` progress text ``"10/438"`` counts
+   as step 10). Records without it are skipped and counted when others have
    it (per-question rows interleaved with the step rows); when no record has one, the records are
    numbered 1, 2, ... (``meta["step_source"] = "row number"``).
 3. **row kinds**: a text field ``type`` / ``kind`` / ``split`` / ``mode`` / ``phase`` / ``stage``
@@ -43,8 +44,10 @@ __all__ = ["STEP_KEYS", "rows_to_runs", "read_json_table", "read_csv_table", "is
 #: step columns tried in order (exact name, else ignoring case).
 STEP_KEYS: tuple[str, ...] = (
     "step", "_step", "global_step", "train/global_step", "trainer/global_step", "grpo_step", "iteration",
-    "iter", "it", "update", "update_step", "train_step", "training_step", "optimizer_step", "steps", "epoch",
+    "iter", "it", "update", "update_step", "train_step", "training_step", "optimizer_step", "steps",
+    "global_step/max_steps", "epoch",
 )
+_PROGRESS = re.compile(r"\s*(\d+)\s*/\s*\d+\s*")  # a progress counter "N/M" (ms-swift's global_step/max_steps)
 _CONTAINERS = ("logs", "metrics", "data", "stats", "scalars", "values", "log")
 _KIND_KEYS = ("type", "kind", "split", "mode", "phase", "stage", "event", "record_type")
 _EVAL_KINDS = {"eval", "evaluation", "val", "valid", "validation", "test", "eval_step", "evaluate"}
@@ -120,6 +123,31 @@ def _pick_key(rows: list[dict], candidates: Iterable[str]) -> str | None:
     return None
 
 
+def _pick_step_key(rows: list[dict]) -> str | None:
+    """The step column: the one of :data:`STEP_KEYS` held by the most records (the first in the list on a tie).
+
+    A closing summary line (ms-swift ends its ``logging.jsonl`` with one holding ``global_step``, while
+    every metric line holds ``global_step/max_steps``) does not make its key the step column of the file.
+    ``epoch`` counts only where no other step column is present.
+    """
+    first = _pick_key(rows, STEP_KEYS)
+    if first is None or first == "epoch":
+        return first
+    seen: dict[str, str] = {}
+    for r in rows[:2000]:
+        for k in r:
+            seen.setdefault(k.lower(), k)
+    best, best_n = first, -1
+    for c in STEP_KEYS[:-1]:
+        k = c if any(c in r for r in rows[:2000]) else seen.get(c.lower())
+        if k is None:
+            continue
+        n = sum(1 for r in rows[:2000] if k in r)
+        if n > best_n:
+            best, best_n = k, n
+    return best
+
+
 class _Skips:
     def __init__(self) -> None:
         self.rows: dict[str, dict] = {}
@@ -156,7 +184,14 @@ def rows_to_runs(path: str, rows: list[tuple[int | None, dict]], *, fmt: str, na
     else:  # the caller knows which rows may hold nested values (JSONL: lines with a second '{' or a '[')
         lifted = [(ln, _lift(r, skipped_cols)) if ln in nested else (ln, r) for ln, r in rows]
     dicts = [r for _, r in lifted]
-    step_key = _pick_key(dicts, STEP_KEYS)
+    step_key = _pick_step_key(dicts)
+    if step_key is not None:
+        for r in dicts:  # "10/438" (step/max_steps) -> 10
+            v = r.get(step_key)
+            if isinstance(v, str):
+                m = _PROGRESS.fullmatch(v)
+                if m:
+                    r[step_key] = int(m.group(1))
     if step_key == "epoch" and not all(_integral(r.get("epoch")) for r in dicts if "epoch" in r):
         step_key = None  # fractional epochs are no step counter
     all_keys: set = set()

@@ -85,7 +85,11 @@ def detect_format(path: str | os.PathLike) -> str:
     stripped = head.lstrip("\ufeff \t\r\n")
     first_line = stripped.split("\n", 1)[0].strip()
     if stripped.startswith("{"):
-        if re.search(r'"log_history"\s*:', head):
+        # a trainer_state.json is one JSON document; JSON lines may carry a log_history copy in a
+        # later line (ms-swift's logging.jsonl ends with one) and stay JSON lines
+        lines_of_objects = (first_line != "{" and first_line.endswith("}") and stripped.strip().count("\n") > 0
+                            and _is_json_object(first_line))
+        if re.search(r'"log_history"\s*:', head) and not lines_of_objects:
             return "trl_state"
         fmt = _jsonl_kind(first_line)
         if fmt:
