@@ -16,6 +16,12 @@ logs):
   ``response_length/clip_ratio``; validation ``val-core/<data_source>/<var>/mean@N`` (older
   ``val/test_score/<data_source>``; verl-agent ``val/success_rate``). ``actor/ppo_kl`` (old->new policy KL of the PPO step) is
   *not* the KL to the reference and keeps its name.
+* EasyR1 (verl-based): its reward function's ``reward/overall`` (beside ``reward/format``,
+  ``reward/accuracy``), validation ``val/reward_score`` and ``val/<key>_reward``
+  (``val/overall_reward``); ``critic/score/mean`` where it is logged too, first.
+* ms-swift ``logging.jsonl``: TRL's names (``reward``, ``reward_std``, ``frac_reward_zero_std``,
+  ``rewards/<ORM>/mean``, ``kl``, ``completions/mean_length``); its step is the text
+  ``global_step/max_steps`` (see :mod:`grpojax.logs._generic`).
 * OpenRLHF PPO/GRPO (``logs_dict`` written as ``train/<name>`` to W&B/TensorBoard): ``reward``,
   ``return``, ``kl``, ``policy_entropy`` / ``entropy_loss`` (the entropy value), ``actor_lr`` /
   ``policy_lr``, ``response_length``, ``response_clip_ratio``, ``ppo_clip_ratio``, ``ppo_kl``,
@@ -50,6 +56,7 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
         "reward",
         "critic/score/mean",
         "critic/rewards/mean",
+        "reward/overall",
         "rewards/mean",
         "objective/scores",
         "env/reward_mean",
@@ -89,6 +96,8 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
         "eval_rewards/mean",
         "eval_score",
         "val/success_rate",
+        "val/reward_score",
+        "val/overall_reward",
         "eval_mean_reward",
         "eval_accuracy",
         "eval_acc",
