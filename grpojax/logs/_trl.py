@@ -8,10 +8,11 @@ goes to ``meta["summary"]``.
 
 Console dict lines are what ``Trainer`` prints at each logging step, e.g.
 ``{'loss': 0.0143, 'grad_norm': 1.64, 'learning_rate': 4.9e-05, 'reward': -9.66, 'epoch': 0.01}``
-(values may be strings such as ``'0.0143'``; ``nan``/``inf`` appear bare). They carry no step:
-the step is taken from the last tqdm counter ``| N/M [`` printed before the line when there is
-one, else rows are numbered 1, 2, ... and ``meta["step_source"]`` says so. Eval dicts
-(``eval_*`` keys) attach to the current step.
+(values may be strings such as ``'0.0143'``; ``nan``/``inf`` appear bare). They usually carry no
+step: it is taken from a ``step`` entry, else from the epoch times the steps per epoch where the
+progress bar's total and the printed epochs resolve single steps, else rows are numbered 1, 2, ...
+(the tqdm counter itself is not used: bars redraw on one line and are captured out of order);
+``meta["step_source"]`` says which. Eval dicts (``eval_*`` keys) attach to the current step.
 """
 
 from __future__ import annotations
