@@ -284,3 +284,26 @@ def test_p_unstable_from_fit_and_unidentified_regime():
     assert p_unstable_from_fit(bayes_fit({"unstable": float("nan"), "overdamped": float("nan")})) is None
     with pytest.raises(TypeError, match="BayesFit"):
         p_unstable_from_fit(0.3)
+
+
+def test_oscillation_residual_names_its_scale_and_divides_by_it():
+    """The detrended reward is divided by the logged reward_std, else (a reward in [0, 1]) by the
+    sqrt(m(1-m)) bound, else left in reward units; the panel names which (the dashboard labels it)."""
+    from grpojax.diagnose._instability import oscillation_residual
+
+    rng = np.random.default_rng(0)
+    n = 200
+    m = 0.2 + 0.5 * (1 - np.exp(-np.arange(n) / 50))
+    r = m + 0.02 * rng.normal(size=n)
+    cfg = DEFAULT_CONFIG
+    _, raw, _, scale = oscillation_residual(RunLog.from_columns({"reward_mean": 5.0 * r}), cfg)
+    assert scale is None  # outside [0, 1]: reward units
+    _, bounded, trend, scale = oscillation_residual(RunLog.from_columns({"reward_mean": r}), cfg)
+    assert scale == "sqrt(m(1-m))"
+    np.testing.assert_allclose(bounded * np.sqrt(trend * (1 - trend)), raw / 5.0, atol=1e-12)
+    _, by_std, _, scale = oscillation_residual(
+        RunLog.from_columns({"reward_mean": r, "reward_std": np.full(n, 0.25)}), cfg)
+    assert scale == "reward_std"
+    np.testing.assert_allclose(by_std * 0.25, raw / 5.0, atol=1e-12)
+    result = detect_dynamical_instability(RunLog.from_columns({"reward_mean": r, "reward_std": np.full(n, 0.25)}), cfg)
+    assert result.panel_data["reward_scale"] == "reward_std"

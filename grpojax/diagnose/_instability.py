@@ -45,7 +45,8 @@ MODE = "dynamical_instability"
 
 
 def oscillation_residual(run: RunLog, cfg: DiagnoseConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Detrended and noise-normalised reward: ``(steps, resid, trend)``.
+    """Detrended and noise-normalised reward: ``(steps, resid, trend, scale)``, ``scale`` naming the
+    divisor (``"reward_std"``, ``"sqrt(m(1-m))"`` or None where the residual is left in reward units).
 
     The residual is divided by the smoothed ``reward_std`` when it is logged, else, for a reward in
     [0, 1], by sqrt(trend (1 - trend)), the largest noise sd a bounded reward with that mean can have
@@ -57,21 +58,21 @@ def oscillation_residual(run: RunLog, cfg: DiagnoseConfig) -> tuple[np.ndarray, 
     s, r = s[keep], r[keep]
     w = clip_window(r.size, cfg.detrend_fraction, 2 * cfg.oscillation_min_block, cfg.detrend_max_points)
     trend = centred_mean(r, w)
-    resid = r - trend
+    resid, scale = r - trend, None
     if run.count("reward_std") >= cfg.min_points:
         ss, sd = run.series("reward_std")
         sd = np.interp(s, ss, np.abs(np.nan_to_num(sd, nan=0.0, posinf=0.0)))
         sd = centred_mean(sd, w)
         floor = max(0.1 * float(np.max(sd)) if sd.size else 0.0, 1e-12)
-        resid = resid / np.maximum(sd, floor)
+        resid, scale = resid / np.maximum(sd, floor), "reward_std"
     elif r.size and np.min(r) >= 0.0 and np.max(r) <= 1.0:
         # no reward_std, a reward in [0, 1]: the noise sd of a mean reward m is at most proportional to
         # sqrt(m (1 - m)) (Bhatia-Davis; exactly so for a 0/1 reward). A run rising from near 0 has a quiet
         # first block only because its noise is bounded there, not because a later oscillation grew.
         sd = np.sqrt(np.clip(trend * (1.0 - trend), 0.0, None))
         floor = max(0.1 * float(np.max(sd)) if sd.size else 0.0, 1e-12)
-        resid = resid / np.maximum(sd, floor)
-    return s, resid, trend
+        resid, scale = resid / np.maximum(sd, floor), "sqrt(m(1-m))"
+    return s, resid, trend, scale
 
 
 def oscillation_growth(resid: np.ndarray, cfg: DiagnoseConfig) -> dict:
@@ -163,7 +164,7 @@ def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
         used.append("blow-up")
     if run.count("reward_mean") >= 4 * cfg.oscillation_min_block:
         used.append("reward_mean")
-        s, resid, trend = oscillation_residual(run, cfg)
+        s, resid, trend, scale = oscillation_residual(run, cfg)
         g = oscillation_growth(resid, cfg)
         lo, hi = g["blocks"][0], g["blocks"][g["peak"]]
         e = make_evidence("reward_mean", np.r_[s[lo[0]:lo[1]], s[hi[0]:hi[1]]],
@@ -177,7 +178,7 @@ def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
                                 g["p_value"]))
         ev.append(make_evidence("reward_mean", s[hi[0]:hi[1]], "lag-1 autocorrelation of the residual in the peak block",
                                 lag1_autocorr(resid[hi[0]:hi[1]])))
-        panel.update(reward_steps=s, reward_resid=resid, reward_trend=trend,
+        panel.update(reward_steps=s, reward_resid=resid, reward_trend=trend, reward_scale=scale,
                      block_edges=[(float(s[a]), float(s[b - 1])) for a, b in g["blocks"]], block_sd=g["sd"])
         if e.triggered:
             # shade the blocks whose amplitude exceeds sqrt(threshold) x the first block's

@@ -117,7 +117,7 @@ def draw_panel(result: ModeResult, ax) -> None:
         if "reward_resid" in d:
             ax.plot(d["reward_steps"], d["reward_resid"], color="tab:brown", lw=0.7,
                     label="detrended reward (measured)")
-            ax.set_ylabel("reward - moving average\n(in units of reward_std if logged)")
+            ax.set_ylabel("detrended reward" + (f" / {d['reward_scale']}" if d.get("reward_scale") else ""))
         elif "grad_norm" in d:
             ax.semilogy(*d["grad_norm"], color="tab:brown", lw=0.8, label="grad norm (measured)")
             ax.set_ylabel("grad norm")
