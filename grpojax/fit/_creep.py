@@ -374,7 +374,7 @@ def _importance(rng, zb, ev, V, t, y, anchors, variant, n_proposals):
 
 
 def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int = 4000, opt_steps: int = 600,
-                      batch_size: int = 16, average: bool = True, show_progress: bool = False) -> CreepPosterior:
+                      average: bool = True, show_progress: bool = False) -> CreepPosterior:
     """Posteriors of the creep model for several curves: MAP, Laplace proposal, importance resampling.
 
     For each curve the posterior mode is found by Adam from several starting points (in numpyro's
@@ -394,7 +394,6 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
         num_draws: posterior draws returned per curve.
         num_proposals: importance proposals per curve.
         opt_steps: Adam steps of the mode search.
-        batch_size: accepted for compatibility; curves are fitted one after another.
         average: also fit the model's special case without creep (``w = 1``, one exponential) and
             the logistic slow start, and return draws from the three posteriors in proportion to their
             marginal likelihoods (importance-sampling estimates, even prior odds;
@@ -413,8 +412,7 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
     curves = list(curves)
     if not curves:
         raise InvalidValueError("curves must hold at least one (steps, values) pair, got none")
-    for name, v in (("num_draws", num_draws), ("num_proposals", num_proposals), ("opt_steps", opt_steps),
-                    ("batch_size", batch_size)):
+    for name, v in (("num_draws", num_draws), ("num_proposals", num_proposals), ("opt_steps", opt_steps)):
         if int(v) != v or v < 1:
             raise InvalidValueError(f"{name} must be a positive integer, got {v!r}")
     N = len(curves)
