@@ -190,7 +190,7 @@ def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
     e = make_evidence(col, seg, "trailing flat stretch / run (points)", share, cfg.plateau_fraction, ">=",
                       kind="fraction")
     if e.triggered and n - i < min_len:
-        e = e._replace(triggered=False, score=0.0)
+        e = e.held_back()
     ev.append(e)
     k = int(np.argmax(smooth))
     ev.append(make_evidence(col, s[k:k + 1], "best step (maximum of the smoothed curve)", float(s[k])))
@@ -272,7 +272,7 @@ def detect_kl_drift(run: RunLog, cfg: DiagnoseConfig) -> ModeResult:
 def _unless(e, confirmed, why: str):
     """``e`` held back (not triggered, the reason appended) where the second condition does not confirm it."""
     if e.triggered and not confirmed:
-        return e._replace(triggered=False, score=0.0, statistic=e.statistic + why)
+        return e.held_back(why)
     return e
 
 

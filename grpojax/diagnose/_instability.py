@@ -171,8 +171,7 @@ def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
                           "oscillation growth (peak/first block detrended std)", g["growth"],
                           cfg.oscillation_growth, ">=", kind="ratio")
         if e.triggered and g["p_value"] > cfg.oscillation_alpha:  # not significant with this few points
-            e = e._replace(triggered=False, score=0.0,
-                           statistic=e.statistic + f" [F-test p={g['p_value']:.2g} > {cfg.oscillation_alpha:g}]")
+            e = e.held_back(f" [F-test p={g['p_value']:.2g} > {cfg.oscillation_alpha:g}]")
         ev.append(e)
         ev.append(make_evidence("reward_mean", s, f"F-test p-value of the growth (Bonferroni x{len(g['sd']) - 1})",
                                 g["p_value"]))
@@ -199,8 +198,7 @@ def detect_dynamical_instability(run: RunLog, cfg: DiagnoseConfig, *,
             _, r, head_r, late_r = _edges(run, "reward_mean", initial_window, cfg)
             r0, r1 = float(np.median(r[head_r])), float(np.median(r[late_r]))
             if r1 > r0:
-                e = e._replace(triggered=False, score=0.0,
-                               statistic=e.statistic + f" [reward rose {r0:.3g} -> {r1:.3g}: exploration]")
+                e = e.held_back(f" [reward rose {r0:.3g} -> {r1:.3g}: exploration]")
         ev.append(e)
         if e.triggered:
             up = np.flatnonzero(h >= cfg.entropy_blowup_ratio * h0)

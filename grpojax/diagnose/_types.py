@@ -76,6 +76,10 @@ class Evidence(NamedTuple):
         """The value is past its threshold but did not count (another condition held it back)."""
         return self.past and not self.triggered
 
+    def held_back(self, why: str = "") -> "Evidence":
+        """This evidence not counted (not triggered, score 0), ``why`` appended to its statistic."""
+        return self._replace(triggered=False, score=0.0, statistic=self.statistic + why)
+
     def describe(self) -> str:
         """One line: ``metric statistic = value (op threshold) over steps a-b``."""
         lo, hi = self.step_range
@@ -330,7 +334,7 @@ def finish_result(mode: str, evidence: list[Evidence], episodes, panel_data: dic
     out = []
     for e in evidence:
         if e.triggered and e.kind != "gate" and e.role == "decisive":
-            e = e._replace(triggered=False, score=0.0, statistic=e.statistic + f" [gated by: {note}]")
+            e = e.held_back(f" [gated by: {note}]")
         out.append(e)
     gated = [e for e in out if e.gated and e.role == "decisive"]
     reason = ("no statistic passed its threshold" if not gated else
