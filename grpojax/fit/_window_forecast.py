@@ -8,10 +8,11 @@ points (AR(1) residuals), never a bare number.
 
 Methods (``method=``):
 
-- ``"combined"`` (default): the four forecasters below, their point forecasts averaged with weights
-  that depend on the horizon and the prefix's noise, and a calibrated interval: the quantiles of
-  past forecast errors on real runs of many repositories and on simulated runs the creep model does
-  not describe (:mod:`grpojax.fit._calibration`). The raw forecasts are kept in ``components``; the
+- ``"combined"`` (default): the four forecasters below, the median of the point forecasts of those
+  that vouch for their fit (status ``"ok"``; persistence always), and a calibrated interval: the
+  quantiles of past forecast errors on real runs of many repositories, in units of the prefix's sd or
+  of the forecasters' disagreement where that is larger (:mod:`grpojax.fit._calibration`). The raw
+  forecasts and their statuses are kept in ``components``; the
   status, ``params``, ``band`` and ``p_variant`` are the creep model's.
 - ``"creep"``: the fast-rise-plus-creep model of :mod:`grpojax.fit._creep`, averaged with
   its special case a single exponential and with a logistic slow start by their marginal
@@ -49,7 +50,7 @@ import numpy as np
 from scipy import stats
 
 from grpojax._errors import InvalidValueError
-from grpojax.fit._calibration import calibrated_forecast, forecast_scale
+from grpojax.fit._calibration import calibrated_forecast, forecast_scale, votes
 from grpojax.fit._creep import MIN_CREEP_POINTS, _key_seed, fit_creep_batched
 from grpojax.fit._creep import VARIANTS as CREEP_VARIANTS
 from grpojax.fit._data import check_bounds
@@ -411,7 +412,8 @@ def forecast_features(sp, yp, w, creep_lo, creep_hi, level: float = _COMPONENT_L
 
 
 def _combined(post, i, sp, yp, w, n_w, level, key, calibration, bounds):
-    """The four forecasters (their own 90% intervals), their weighted mean and the calibrated interval."""
+    """The four forecasters (their own 90% intervals), the median of those that vouch for their fit and the
+    calibrated interval."""
     k1, k2, k3 = key.spawn(3)
     c_pt, c_lo, c_hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, _COMPONENT_LEVEL, k1)
     comps = {"creep": {"mean": c_pt, "lo": c_lo, "hi": c_hi, "status": status}}
@@ -424,7 +426,7 @@ def _combined(post, i, sp, yp, w, n_w, level, key, calibration, bounds):
             pt, lo, hi, st = float("nan"), float("nan"), float("nan"), f"failed: {exc}"
         comps[law] = {"mean": float(pt), "lo": float(lo), "hi": float(hi), "status": st}
     feats = forecast_features(sp, yp, w, c_lo, c_hi)
-    cf = calibrated_forecast({m: c["mean"] for m, c in comps.items()}, horizon=feats["horizon"],
+    cf = calibrated_forecast(votes(comps), horizon=feats["horizon"],
                              noise_ratio=feats["noise_ratio"], scale=feats["scale"], level=level, bounds=bounds,
                              cal=calibration)
     extra = {"components": comps, "weights": cf["weights"], "features": feats,
