@@ -69,8 +69,8 @@ def register(subparsers) -> None:
                    help="with --prefix: the final fraction W of the run whose mean is forecast (default 0.1)")
     p.add_argument("--forecast-method", default="combined",
                    choices=("combined", "creep", "persistence", "exponential", "sigmoid"),
-                   help="with --prefix: the window forecaster (default combined: the four others averaged, with a "
-                        "calibrated interval)")
+                   help="with --prefix: the window forecaster (default combined: the median of the four others that "
+                        "vouch for their fit, with a calibrated interval)")
     p.add_argument("--chains", type=Int(1, 1024, what="NUTS chains"), default=4, help="NUTS chains (default 4)")
     p.add_argument("--draws", type=Int(1, 10**6, what="NUTS draws per chain"), default=1000, help="NUTS draws per chain after warmup (default 1000)")
     p.add_argument("--warmup", type=Int(1, 10**6, what="NUTS warmup per chain"), default=1000, help="NUTS warmup per chain (default 1000)")

@@ -38,7 +38,7 @@ def register(sub) -> None:
     p.add_argument("--json", type=out_path, default=None, help="write the latest report to this JSON file after each refresh")
     p.add_argument("--metric", default="reward_mean", help="column to forecast (default reward_mean)")
     p.add_argument("--method", default="combined", choices=("combined", "creep", "persistence", "exponential", "sigmoid"),
-                   help="forecasting method (default combined: the weighted median of the four others, with a calibrated interval)")
+                   help="forecasting method (default combined: the median of the four others that vouch for their fit, with a calibrated interval)")
     p.add_argument("--end-step", type=Real(0, lo_open=True, what="a step"), default=None,
                    help="planned last step (default: the log's max_steps, else twice the last step)")
     add_bounds_arg(p, effect="the forecast and its interval are clipped to it")

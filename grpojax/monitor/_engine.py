@@ -56,7 +56,8 @@ class MonitorConfig(Config):
         metric: column forecast (default ``reward_mean``).
         every: refresh the forecast and the detectors after this many new points of ``metric`` (≥ 1).
         method: forecasting method of :func:`grpojax.fit.forecast_window` (default ``combined``: the
-            weighted median of the creep posterior and three baselines, with a calibrated interval).
+            median of the creep posterior and three baselines, those that vouch for their fit, with a
+            calibrated interval).
         level: interval level.
         end_step: planned last step (None: from the meta, else twice the last step).
         window: fraction of the planned run the forecast window covers.
