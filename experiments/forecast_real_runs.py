@@ -14,7 +14,10 @@ mean over the last 10% of the run from the first 25%, 50% and 75% of the steps, 
 
 Protocol (one for every real-run experiment: ``experiments/_loro.py``): leave one repository out. For
 each repository in turn, the combination weights and the error quantiles are learned from the other
-repositories' real series only; the held-out repository's series are scored with them. Scores per
+repositories' real series only; the held-out repository's series are scored with them. The other
+repositories include those of the committed development run's records (``--train-records``, default
+``experiments/results/forecast_real_runs.json``) that are not in the corpus scored: a new corpus is
+scored as the shipped forecast, calibrated on the development corpus, would score it. Scores per
 repository, then averaged over repositories (every repository weighs the same): MAE and MAE/σ (σ: the series' standard deviation), coverage and width/σ of the 90% interval, the
 90% interval (Winkler) score /σ and the CRPS/σ of the predictive distribution (the combined forecast's
 calibrated quantiles; a split normal through each other method's own interval). Simulated runs of three
@@ -62,6 +65,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 from _loro import reserved  # noqa: E402  (the repositories kept for held-out evaluation)
 DEFAULT_CORPORA = (ROOT.parent / "shared" / "real-runs", ROOT.parent / "shared" / "real-logs")
 PUBLIC_CORPUS = ROOT / "benchmarks" / "corpus"
+TRAIN_RECORDS = ROOT / "experiments" / "results" / "forecast_real_runs.json"
 
 NAME = "forecast_real_runs"
 BASELINES = ("persistence", "exponential", "sigmoid")
@@ -336,17 +340,19 @@ the forecasters that vouch for their fit, errors in units of the prefix's sd or 
 was chosen after this comparison on the development corpus; the table reports every rule that was tried."""
 
 
-def variants(real, prefixes):
+def variants(real, prefixes, extra=()):
     """``{name: {prefix: {mae_scaled, coverage, min_coverage, winkler_scaled}}}`` of each of :data:`VARIANTS`,
-    leave one repository out, averaged over repositories."""
+    leave one repository out (``extra``: training-only records, :func:`train_only_records`), averaged over
+    repositories."""
     from _loro import folds, summary
 
+    raw = lambda rs: [{**r, "components": r.get("raw_components", r["components"])} for r in rs]  # noqa: E731
     out = {}
     for name, use_votes, opts in VARIANTS:
-        recs = real if use_votes else [{**r, "components": r.get("raw_components", r["components"])} for r in real]
+        recs, more = (real, list(extra)) if use_votes else (raw(real), raw(extra))
         rows = []
         for _, train, test in folds(recs, lambda r: r["repo"]):
-            rows += [r for r in score_fold(train, test, **opts)[0] if r["method"] == "combined"]
+            rows += [r for r in score_fold(train + more, test, **opts)[0] if r["method"] == "combined"]
         out[name] = {}
         for f in prefixes:
             per = _per_repo([r for r in rows if r["prefix"] == f])
@@ -393,8 +399,25 @@ def summarise(rows, prefixes):
     return out
 
 
+def train_only_records(path, scored_repos):
+    """The forecast records of an earlier run (its ``forecast_real_runs.json``) whose repositories are not among
+    ``scored_repos`` and not reserved: they join the training side of every fold and are never scored, so a
+    repository is scored with what every other repository available teaches (the shipped calibration is
+    learned from the development corpus: a new corpus is scored as the shipped forecast would score it).
+    ``([record], [repository])``."""
+    if path is None or not pathlib.Path(path).is_file():
+        return [], []
+    old = json.loads(pathlib.Path(path).read_text())
+    scored = {r.lower() for r in scored_repos}
+    recs = [r for r in old.get("records", []) if not r["repo"].startswith("sim:") and r["repo"].lower() not in scored
+            and not reserved(r["repo"])]
+    for r in recs:
+        r["for_weights"], r["group"] = True, r["repo"]
+    return recs, sorted({r["repo"] for r in recs})
+
+
 def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_calibration: str | None,
-        reuse: str | None = None, public_corpus: str | None = str(PUBLIC_CORPUS)) -> dict:
+        reuse: str | None = None, public_corpus: str | None = str(PUBLIC_CORPUS), train_records: str | None = None) -> dict:
     from _loro import folds
 
     from grpojax._experiment import load_average
@@ -437,19 +460,21 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
     for r in real + simr:
         r["for_weights"], r["group"] = True, r["repo"]
     real, simr = voting(real), voting(simr)
+    extra, extra_repos = train_only_records(train_records, {r["repo"] for r in real})
+    extra = voting(extra)
     rows = []
     # real repositories: each held out in turn; the weights and the error quantiles are learned from the other
     # repositories' real series only (the simulated families' errors are far larger than any real
-    # repository's: they would set the width of every interval)
+    # repository's: they would set the width of every interval), including those of an earlier run's records
     for repo, train, test in folds(real, lambda r: r["repo"]):
-        fold_rows, _ = score_fold(train, test)
+        fold_rows, _ = score_fold(train + extra, test)
         rows += fold_rows
     # simulated families the creep model does not contain: scored with the calibration learned from every
     # real repository (what ships), i.e. what the calibrated interval does on runs unlike the corpus
     if simr:
-        fold_rows, _ = score_fold(real, simr)
+        fold_rows, _ = score_fold(real + extra, simr)
         rows += fold_rows
-    var = variants(real, prefixes)
+    var = variants(real, prefixes, extra)
     runtime = time.perf_counter() - t_start
     table = summarise(rows, prefixes)
     command = "python experiments/forecast_real_runs.py " + " ".join(_portable(sys.argv[1:]))
@@ -458,7 +483,9 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
               "scored with the calibration learned from every real repository", "families": list(FAMILIES), "sim_per_family": n_sim, "sim_seed": SIM_SEED,
               "runtime_s": runtime, "forecast_s": t_fc, "load_at_start": load_at_start,
               "forecast_load": forecast_load, "reused": n_reused, "earlier": earlier, "summary": table,
-              "rows": rows, "records": records, "variants": var, "skipped": skipped, "n_series": len(items),
+              "rows": rows, "records": records, "variants": var, "skipped": skipped,
+              "train_only": {"records": len(extra), "repos": extra_repos,
+                             "source": pathlib.Path(train_records).name if extra else None}, "n_series": len(items),
               "n_repos": len({it[1] for it in items}), "command": command}
     if write_calibration and not quick:
         horizons = sorted({round((1 - f) / f, 6) for f in PREFIXES})
@@ -466,7 +493,7 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
                "corpus": f"{len(items)} public real-run series from {result['n_repos']} repositories (train and eval "
                          f"reward, >= {MIN_SERIES} points)",
                "prefixes": list(PREFIXES), "window": WINDOW}
-        cal = fit_calibration(real, horizons=horizons, source=src)
+        cal = fit_calibration(real + extra, horizons=horizons, source=src)
         path = pathlib.Path(write_calibration)
         path.write_text(json.dumps(cal.to_dict(), indent=1) + "\n")
         result["calibration"] = cal.to_dict()
@@ -566,6 +593,11 @@ def markdown(res, prefixes) -> str:
                 if res.get("reused") else "")
              + ".", "",
              "Command: `" + res.get("command", "") + "`", ""]
+    tr = res.get("train_only") or {}
+    if tr.get("records"):
+        lines += [f"Every fold also learns from {tr['records']} forecasts of {len(tr['repos'])} other repositories "
+                  f"recorded in `{tr['source']}` (training only, never scored): a repository is scored with what "
+                  "every other repository available teaches, as the shipped calibration would score it.", ""]
     lines += ["## Real repositories (each held out in turn)", "",
               "| prefix | method | repos | series | MAE | MAE/σ | coverage | lowest repo coverage | width/σ | Winkler/σ "
               "| CRPS/σ |", "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -651,6 +683,9 @@ def main(argv=None):
     p.add_argument("--sim-per-family", type=int, default=SIM_PER_FAMILY, help="simulated runs per family")
     p.add_argument("--reuse-records", default=None, metavar="JSON",
                    help="take the forecasts from an earlier run's forecast_real_runs.json (redo only the scoring)")
+    p.add_argument("--train-records", default=str(TRAIN_RECORDS), metavar="JSON",
+                   help="an earlier run's forecast_real_runs.json whose repositories not in this corpus join the "
+                        "training side of every fold (default: the committed development run; 'none': leave out)")
     p.add_argument("--write-calibration", default=None, metavar="PATH",
                    help="write the calibration learned from every repository and family here")
     p.add_argument("--public-corpus", default=str(PUBLIC_CORPUS), metavar="DIR",
@@ -670,7 +705,9 @@ def main(argv=None):
 
     enable_compilation_cache()
     public = None if a.public_corpus.lower() == "none" else a.public_corpus
-    res = run(corpora, pathlib.Path(a.out), a.quick, a.sim_per_family, a.write_calibration, a.reuse_records, public)
+    train = None if a.train_records.lower() == "none" else a.train_records
+    res = run(corpora, pathlib.Path(a.out), a.quick, a.sim_per_family, a.write_calibration, a.reuse_records, public,
+              train)
     print(markdown(res, PREFIXES[:1] if a.quick else PREFIXES))
 
 

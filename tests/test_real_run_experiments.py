@@ -81,3 +81,16 @@ def test_forecast_claims_follow_the_goal(tmp_path, combined, coverage, min_cover
     mod.write_claims(tmp_path, False, None, (0.25,), 0, 0)
     claims = json.loads((tmp_path / "summary.json").read_text())["claims"]
     assert {c["verdict"] for c in claims} == {"not_tested"} and "no real-run corpus" in claims[0]["measured"]
+
+
+def test_train_only_records_leave_out_the_scored_reserved_and_simulated_repositories(tmp_path):
+    mod = _load("forecast_real_runs")
+    rec = lambda repo, run: {"run": run, "repo": repo, "metric": "reward_mean", "prefix": 0.5}  # noqa: E731
+    path = tmp_path / "earlier.json"
+    path.write_text(json.dumps({"records": [rec("dev/a", "r1"), rec("dev/a", "r2"), rec("Dev/B", "r3"),
+                                            rec("sim:late_collapse", "s1"), rec("tonywang1990/gsm8k-grpo", "x")]}))
+    recs, repos = mod.train_only_records(path, {"dev/b", "new/c"})  # dev/B is scored: case-insensitive match
+    assert repos == ["dev/a"] and [r["run"] for r in recs] == ["r1", "r2"]
+    assert all(r["group"] == "dev/a" and r["for_weights"] for r in recs)
+    assert mod.train_only_records(None, set()) == ([], [])
+    assert mod.train_only_records(tmp_path / "absent.json", set()) == ([], [])
