@@ -40,9 +40,10 @@ Usage::
         [--sim-per-family N] [--public-corpus DIR|none] [--reuse-records JSON]
         [--write-calibration grpojax/fit/forecast_calibration.json]
 
-A corpus folder is either a real-runs folder (``<id>/run.jsonl`` with ``INDEX.tsv`` naming each run's
-source repository) or a folder of log files with a ``README.md`` table naming each file's source
-repository. Without ``--corpus``, the development corpus folders next to the repository are used when
+A corpus folder is a real-runs folder (``<id>/run.jsonl`` with ``INDEX.tsv`` naming each run's
+source repository), a folder of log files with a ``README.md`` table naming each file's source
+repository, or a manifest folder (``MANIFEST.tsv`` with pinned, sha256-checked files in a cache:
+``benchmarks/forecast_holdout``, read by ``experiments/_holdout.py``). Without ``--corpus``, the development corpus folders next to the repository are used when
 they exist; when none exists, the claims are reported as ``not_tested``. ``--quick``: the first prefix
 only and fewer simulated runs. Besides the table (``forecast_real_runs.md``/``.json``) it writes
 ``summary.json`` with its claims for ``grpojax reproduce``.
@@ -84,6 +85,21 @@ def load_corpus(root: pathlib.Path):
     from grpojax.logs import LogFormatError, read_log, read_logs
 
     items, skipped = [], []
+    if (root / "MANIFEST.tsv").is_file() and root.resolve() != PUBLIC_CORPUS.resolve():
+        # a manifest corpus with a sha256-checked cache (``benchmarks/forecast_holdout``: repositories never used
+        # to design or calibrate the forecaster)
+        from _holdout import load_holdout_runs
+
+        runs, absent = load_holdout_runs(root)
+        skipped += [(rid, "?", f"absent: {why[-120:]}") for rid, why in absent]
+        for rid, repo, r in runs:
+            if reserved(repo):
+                skipped.append((rid, repo, "repository reserved for held-out evaluation"))
+                continue
+            items_r, skipped_r = _series_items(r, rid, repo)
+            items += items_r
+            skipped += skipped_r
+        return items, skipped
     index = root / "INDEX.tsv"
     entries = []
     if index.is_file():
