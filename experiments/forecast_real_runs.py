@@ -9,8 +9,9 @@ mean over the last 10% of the run from the first 25%, 50% and 75% of the steps, 
 - ``exponential`` and ``sigmoid`` (ScaleRL, in steps): least squares, interval by a moving-block
   residual bootstrap plus the noise of the window mean;
 - ``combined``: the median of the forecasters that vouch for their fit (a law fit that found no learning
-  or is flagged abstains; persistence always votes) with the calibrated interval (``method="combined"``,
-  :mod:`grpojax.fit._calibration`). Every combination rule tried is reported beside it (:data:`VARIANTS`).
+  or is flagged abstains, as does a flagged creep posterior; persistence always votes) with the calibrated
+  interval (``method="combined"``, :mod:`grpojax.fit._calibration`). Every combination rule tried is
+  reported beside it (:data:`VARIANTS`).
 
 Protocol (one for every real-run experiment: ``experiments/_loro.py``): leave one repository out. For
 each repository in turn, the combination weights and the error quantiles are learned from the other
@@ -66,7 +67,9 @@ sys.path.insert(0, str(ROOT / "experiments"))
 from _loro import reserved  # noqa: E402  (the repositories kept for held-out evaluation)
 DEFAULT_CORPORA = (ROOT.parent / "shared" / "real-runs", ROOT.parent / "shared" / "real-logs")
 PUBLIC_CORPUS = ROOT / "benchmarks" / "corpus"
-TRAIN_RECORDS = ROOT / "experiments" / "results" / "forecast_real_runs.json"
+TRAIN_RECORDS = (ROOT / "experiments" / "results" / "forecast_real_runs.json",
+                 ROOT / "experiments" / "results" / "forecast_holdout" / "forecast_real_runs.json")
+"""The committed records: the development corpus's and the second held-out corpus's (``benchmarks/forecast_holdout``)."""
 
 NAME = "forecast_real_runs"
 BASELINES = ("persistence", "exponential", "sigmoid")
@@ -339,21 +342,58 @@ def score_fold(train, test, *, source=None, **calibration):
 
 SCORES = ("mae", "mae_scaled", "coverage", "width_scaled", "winkler_scaled", "crps_scaled")
 
+_INF = float("inf")
+_PLAIN = {"shrink": _INF, "finite_sample": False}
 VARIANTS = (
-    # (name, only the forecasters that vouch for their fit vote, options of fit_calibration)
-    ("median of all four, prefix-sd unit", False, {"shrink": float("inf"), "scale_rule": "prefix"}),
-    ("learned weighted median of all four (prior 3 repositories), prefix-sd unit", False,
-     {"shrink": 3.0, "scale_rule": "prefix"}),
-    ("median of the votes, prefix-sd unit", True, {"shrink": float("inf"), "scale_rule": "prefix"}),
-    ("learned weighted median of the votes (prior 3 repositories), disagreement unit", True,
-     {"shrink": 3.0, "scale_rule": "prefix_or_spread"}),
-    ("median of the votes, disagreement unit (shipped)", True, {"shrink": float("inf"), "scale_rule": "prefix_or_spread"}),
-    ("median of the votes, disagreement unit, finite-sample conformal levels", True,
-     {"shrink": float("inf"), "scale_rule": "prefix_or_spread", "finite_sample": True}),
+    # (name, who votes (:func:`_who_votes`), options of fit_calibration); in the order they were tried
+    ("median of all four, prefix-sd unit", "all", {**_PLAIN, "scale_rule": "prefix"}),
+    ("learned weighted median of all four (prior 3 repositories), prefix-sd unit", "all",
+     {"shrink": 3.0, "finite_sample": False, "scale_rule": "prefix"}),
+    ("median of the votes, prefix-sd unit", "votes", {**_PLAIN, "scale_rule": "prefix"}),
+    ("learned weighted median of the votes (prior 3 repositories), disagreement unit", "votes",
+     {"shrink": 3.0, "finite_sample": False}),
+    ("median of the votes, disagreement unit, plain quantiles", "votes", _PLAIN),
+    ("median of the votes, disagreement unit, finite-sample levels (shipped)", "votes", {"shrink": _INF}),
+    ("mean of the votes, disagreement unit", "votes", {**_PLAIN, "combine": "mean"}),
+    ("median of all four, disagreement unit", "all", _PLAIN),
+    ("creep alone, calibrated, prefix-sd unit", "creep", {**_PLAIN, "scale_rule": "prefix"}),
+    ("median, only placeholder laws (no learning) abstain, disagreement unit", "no_learning", _PLAIN),
+    ("median, flagged laws abstain, creep always votes, disagreement unit", "laws", _PLAIN),
+    ("median, flagged laws abstain, creep always votes, finite-sample levels", "laws", {"shrink": _INF}),
+    ("median, placeholder laws and a flagged creep abstain, disagreement unit", "no_learning+creep", _PLAIN),
 )
-"""The combination rules compared on the same records, leave one repository out. The shipped one (the median of
-the forecasters that vouch for their fit, errors in units of the prefix's sd or the forecasters' disagreement)
-was chosen after this comparison on the development corpus; the table reports every rule that was tried."""
+"""Every combination rule tried, scored on the same records leave one repository out. The shipped one (the
+median of the forecasters that vouch for their fit, errors in units of the prefix's sd or the forecasters'
+disagreement, finite-sample conformal levels) was chosen after these comparisons (see the forecasting page)."""
+
+_LAW_FLAGS = ("no_learning", "law_cannot_describe", "not_converged", "decreasing")
+_CREEP_FLAGS = ("collapse", "misfit", "weak_posterior")
+
+
+def _who_votes(records, rule: str):
+    """The records with ``components`` holding the points of the forecasters that vote under ``rule``:
+    ``"votes"`` (the shipped rule: :func:`voting`), ``"all"`` (every finite point), ``"creep"`` (the creep
+    posterior alone), ``"laws"`` (a law fit that found no learning or is flagged abstains, the creep always
+    votes), ``"no_learning"`` (only a law fit that found no learning abstains), ``"no_learning+creep"`` (that,
+    and a flagged creep posterior)."""
+    if rule == "votes":
+        return list(records)
+    out = []
+    for r in records:
+        raw, st = r.get("raw_components", r["components"]), r.get("component_status", {})
+
+        def drop(m):
+            s = st.get(m, "ok")
+            law = m in ("exponential", "sigmoid")
+            return {"all": False, "creep": m != "creep", "laws": law and s in _LAW_FLAGS,
+                    "no_learning": law and s == "no_learning",
+                    "no_learning+creep": (law and s == "no_learning") or (m == "creep" and s in _CREEP_FLAGS)}[rule]
+
+        c = {m: float("nan") if drop(m) else v for m, v in raw.items()}
+        if not any(np.isfinite(list(c.values()))):
+            c = dict(raw)
+        out.append({**r, "components": c})
+    return out
 
 
 def variants(real, prefixes, extra=()):
@@ -362,10 +402,9 @@ def variants(real, prefixes, extra=()):
     repositories."""
     from _loro import folds, summary
 
-    raw = lambda rs: [{**r, "components": r.get("raw_components", r["components"])} for r in rs]  # noqa: E731
     out = {}
-    for name, use_votes, opts in VARIANTS:
-        recs, more = (real, list(extra)) if use_votes else (raw(real), raw(extra))
+    for name, rule, opts in VARIANTS:
+        recs, more = _who_votes(real, rule), _who_votes(extra, rule)
         rows = []
         for _, train, test in folds(recs, lambda r: r["repo"]):
             rows += [r for r in score_fold(train + more, test, **opts)[0] if r["method"] == "combined"]
@@ -415,18 +454,24 @@ def summarise(rows, prefixes):
     return out
 
 
-def train_only_records(path, scored_repos):
-    """The forecast records of an earlier run (its ``forecast_real_runs.json``) whose repositories are not among
-    ``scored_repos`` and not reserved: they join the training side of every fold and are never scored, so a
-    repository is scored with what every other repository available teaches (the shipped calibration is
-    learned from the development corpus: a new corpus is scored as the shipped forecast would score it).
-    ``([record], [repository])``."""
-    if path is None or not pathlib.Path(path).is_file():
+def train_only_records(paths, scored_repos):
+    """The forecast records of earlier runs (their ``forecast_real_runs.json``; a path or a list of them) whose
+    repositories are not among ``scored_repos`` and not reserved: they join the training side of every fold and
+    are never scored, so a repository is scored with what every other repository available teaches (the
+    shipped calibration is learned from every committed record: a new corpus is scored as the shipped forecast
+    would score it). A repository in several files is taken from the first. ``([record], [repository])``."""
+    if paths is None:
         return [], []
-    old = json.loads(pathlib.Path(path).read_text())
     scored = {r.lower() for r in scored_repos}
-    recs = [r for r in old.get("records", []) if not r["repo"].startswith("sim:") and r["repo"].lower() not in scored
-            and not reserved(r["repo"])]
+    recs, seen = [], set()
+    for path in [paths] if isinstance(paths, (str, pathlib.Path)) else paths:
+        if not pathlib.Path(path).is_file():
+            continue
+        old = [r for r in json.loads(pathlib.Path(path).read_text()).get("records", [])
+               if not r["repo"].startswith("sim:") and r["repo"].lower() not in scored and not reserved(r["repo"])
+               and r["repo"].lower() not in seen]
+        seen |= {r["repo"].lower() for r in old}
+        recs += old
     for r in recs:
         r["for_weights"], r["group"] = True, r["repo"]
     return recs, sorted({r["repo"] for r in recs})
@@ -501,13 +546,16 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
               "forecast_load": forecast_load, "reused": n_reused, "earlier": earlier, "summary": table,
               "rows": rows, "records": records, "variants": var, "skipped": skipped,
               "train_only": {"records": len(extra), "repos": extra_repos,
-                             "source": pathlib.Path(train_records).name if extra else None}, "n_series": len(items),
+                             "source": [_shown(p) for p in train_records] if extra else None}, "n_series": len(items),
               "n_repos": len({it[1] for it in items}), "command": command}
     if write_calibration and not quick:
         horizons = sorted({round((1 - f) / f, 6) for f in PREFIXES})
         src = {"made_by": command,
                "corpus": f"{len(items)} public real-run series from {result['n_repos']} repositories (train and eval "
-                         f"reward, >= {MIN_SERIES} points)",
+                         f"reward, >= {MIN_SERIES} points)"
+                         + (f", and the recorded forecasts of {len({(r['run'], r['metric']) for r in extra})} series from "
+                            f"{len(extra_repos)} more repositories ({', '.join(_shown(p) for p in train_records)})"
+                            if extra else ""),
                "prefixes": list(PREFIXES), "window": WINDOW}
         cal = fit_calibration(real + extra, horizons=horizons, source=src)
         path = pathlib.Path(write_calibration)
@@ -521,6 +569,12 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
     figure(table, out, prefixes)
     write_claims(out, quick, table, prefixes, len(items), result["n_repos"])
     return result
+
+
+def _shown(path) -> str:
+    """A path as the results show it: relative to the repository when inside it, else its file name."""
+    p = pathlib.Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else p.name
 
 
 def _portable(argv: list[str]) -> list[str]:
@@ -611,8 +665,9 @@ def markdown(res, prefixes) -> str:
              "Command: `" + res.get("command", "") + "`", ""]
     tr = res.get("train_only") or {}
     if tr.get("records"):
+        src = ", ".join(f"`{x}`" for x in tr["source"]) if isinstance(tr["source"], list) else f"`{tr['source']}`"
         lines += [f"Every fold also learns from {tr['records']} forecasts of {len(tr['repos'])} other repositories "
-                  f"recorded in `{tr['source']}` (training only, never scored): a repository is scored with what "
+                  f"recorded in {src} (training only, never scored): a repository is scored with what "
                   "every other repository available teaches, as the shipped calibration would score it.", ""]
     lines += ["## Real repositories (each held out in turn)", "",
               "| prefix | method | repos | series | MAE | MAE/σ | coverage | lowest repo coverage | width/σ | Winkler/σ "
@@ -699,9 +754,10 @@ def main(argv=None):
     p.add_argument("--sim-per-family", type=int, default=SIM_PER_FAMILY, help="simulated runs per family")
     p.add_argument("--reuse-records", default=None, metavar="JSON",
                    help="take the forecasts from an earlier run's forecast_real_runs.json (redo only the scoring)")
-    p.add_argument("--train-records", default=str(TRAIN_RECORDS), metavar="JSON",
+    p.add_argument("--train-records", action="append", default=None, metavar="JSON",
                    help="an earlier run's forecast_real_runs.json whose repositories not in this corpus join the "
-                        "training side of every fold (default: the committed development run; 'none': leave out)")
+                        "training side of every fold (repeatable; default: the committed development and "
+                        "held-out runs; 'none': leave out)")
     p.add_argument("--write-calibration", default=None, metavar="PATH",
                    help="write the calibration learned from every repository and family here")
     p.add_argument("--public-corpus", default=str(PUBLIC_CORPUS), metavar="DIR",
@@ -721,7 +777,8 @@ def main(argv=None):
 
     enable_compilation_cache()
     public = None if a.public_corpus.lower() == "none" else a.public_corpus
-    train = None if a.train_records.lower() == "none" else a.train_records
+    tr = a.train_records or [str(p) for p in TRAIN_RECORDS]
+    train = None if [t.lower() for t in tr] == ["none"] else tr
     res = run(corpora, pathlib.Path(a.out), a.quick, a.sim_per_family, a.write_calibration, a.reuse_records, public,
               train)
     print(markdown(res, PREFIXES[:1] if a.quick else PREFIXES))
