@@ -502,15 +502,19 @@ def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_cali
     load_at_start = load_average()
     records, n_reused, earlier = [], 0, None
     todo = items + sims
-    if reuse:  # the forecasts of an earlier run: series it holds are not forecast again (the scoring is redone)
-        old = json.loads(pathlib.Path(reuse).read_text())
-        have = {(r["run"], r["repo"], r["metric"], r["prefix"]): r for r in old["records"]}
+    if reuse:  # the forecasts of earlier runs: series they hold are not forecast again (the scoring is redone)
+        have, notes = {}, []
+        for path in [reuse] if isinstance(reuse, (str, pathlib.Path)) else reuse:
+            old = json.loads(pathlib.Path(path).read_text())
+            for r in old["records"]:
+                have.setdefault((r["run"], r["repo"], r["metric"], r["prefix"]), r)
+            notes.append(f"made there in {old['forecast_s']:.0f} s, {old.get('forecast_load', 'load n/a')} at the start"
+                         if not old.get("reused") and "forecast_s" in old else old.get("earlier", "made in an earlier run"))
         keys = [[(it[0], it[1], it[2], f) for f in prefixes] for it in todo]
         records = [have[k] for ks in keys if all(k in have for k in ks) for k in ks]
         todo = [it for it, ks in zip(todo, keys) if not all(k in have for k in ks)]
         n_reused = len(records)
-        earlier = (f"made there in {old['forecast_s']:.0f} s, {old.get('forecast_load', 'load n/a')} at the start"
-                   if not old.get("reused") and "forecast_s" in old else old.get("earlier", "made in an earlier run"))
+        earlier = "; ".join(dict.fromkeys(notes))
     if todo:
         records += forecast_records(todo, prefixes)
     rescale(records)
@@ -752,8 +756,9 @@ def main(argv=None):
     p.add_argument("--out", default="experiments/results", help="output folder")
     p.add_argument("--quick", action="store_true", help="the first prefix (25%%) only, fewer simulated runs")
     p.add_argument("--sim-per-family", type=int, default=SIM_PER_FAMILY, help="simulated runs per family")
-    p.add_argument("--reuse-records", default=None, metavar="JSON",
-                   help="take the forecasts from an earlier run's forecast_real_runs.json (redo only the scoring)")
+    p.add_argument("--reuse-records", action="append", default=None, metavar="JSON",
+                   help="take the forecasts from an earlier run's forecast_real_runs.json (repeatable; redo only the "
+                        "scoring)")
     p.add_argument("--train-records", action="append", default=None, metavar="JSON",
                    help="an earlier run's forecast_real_runs.json whose repositories not in this corpus join the "
                         "training side of every fold (repeatable; default: the committed development and "
