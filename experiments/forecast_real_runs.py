@@ -69,7 +69,8 @@ DEFAULT_CORPORA = (ROOT.parent / "shared" / "real-runs", ROOT.parent / "shared" 
 PUBLIC_CORPUS = ROOT / "benchmarks" / "corpus"
 TRAIN_RECORDS = (ROOT / "experiments" / "results" / "forecast_real_runs.json",
                  ROOT / "experiments" / "results" / "forecast_holdout" / "forecast_real_runs.json")
-"""The committed records: the development corpus's and the second held-out corpus's (``benchmarks/forecast_holdout``)."""
+"""The committed records: the development corpus's and the second held-out corpus's
+(``benchmarks/forecast_holdout``)."""
 
 NAME = "forecast_real_runs"
 BASELINES = ("persistence", "exponential", "sigmoid")
@@ -478,7 +479,7 @@ def train_only_records(paths, scored_repos):
 
 
 def run(corpora, out: pathlib.Path, quick: bool, sim_per_family: int, write_calibration: str | None,
-        reuse: str | None = None, public_corpus: str | None = str(PUBLIC_CORPUS), train_records: str | None = None) -> dict:
+        reuse=None, public_corpus: str | None = str(PUBLIC_CORPUS), train_records=None) -> dict:
     from _loro import folds
 
     from grpojax._experiment import load_average

@@ -187,9 +187,8 @@ def error_scale(scale, points, rule: str = "prefix_or_spread"):
     fin = np.isfinite(P)
     if not fin.any():
         return scale
-    with np.errstate(invalid="ignore"):
-        spread = np.where(fin.any(-1), np.nanmax(np.where(fin, P, np.nan), -1) - np.nanmin(np.where(fin, P, np.nan), -1),
-                          0.0)
+    hi, lo = np.where(fin, P, -np.inf).max(-1), np.where(fin, P, np.inf).min(-1)
+    spread = np.where(fin.any(-1), hi - lo, 0.0)  # a row with no finite point has no spread
     return np.fmax(scale, spread)  # a NaN scale (unknown) gives way to the spread
 
 
@@ -380,8 +379,8 @@ def fit_calibration(records, *, horizons, noise_edges=(), taus=TAUS, methods=COM
             ``truth`` (the realised window mean), ``sd`` (the series' sd, the unit of the weights' loss),
             ``group`` (its repository or family: every group weighs the same), ``components``
             (``{method: point forecast}``, e.g. :func:`votes`; a non-finite one, a forecaster that failed or
-            abstained, counts as the median of the others) and optionally ``for_weights`` (default True; False: the record informs the error
-            quantiles only, not the combination weights).
+            abstained, counts as the median of the others) and optionally ``for_weights`` (default True;
+            False: the record informs the error quantiles only, not the combination weights).
         horizons: the knots; each record goes to the nearest knot in ``log h``.
         noise_edges: noise-ratio bin edges (default none: one set of weights per horizon; None: one edge at
             the median noise ratio of the records).
