@@ -349,3 +349,17 @@ def test_intervals_in_units_of_the_disagreement_cover_easy_and_hard_runs_and_sco
     assert p_hard < 0.85 and p_easy > 0.99
     assert 0.84 <= s_hard <= 0.96 and 0.84 <= s_easy <= 0.96
     assert s_wk < 0.8 * p_wk
+
+
+def test_fit_calibration_takes_a_forecasts_own_components_and_lets_only_the_vouching_ones_vote():
+    from grpojax.fit._calibration import votes
+
+    rng = np.random.default_rng(10)
+    recs = _records(rng, n_groups=5, per=4)
+    statuses = ["ok", "no_learning", "law_cannot_describe", "ok"]
+    full = [{**r, "components": {m: {"mean": v, "status": statuses[i % 4] if m == "sigmoid" else "ok", "lo": v - 1,
+                                     "hi": v + 1} for m, v in r["components"].items()}} for i, r in enumerate(recs)]
+    a = fit_calibration(full, horizons=[1 / 3, 1.0, 3.0])
+    b = fit_calibration([{**r, "components": votes(f["components"])} for r, f in zip(recs, full)], horizons=[1 / 3, 1.0, 3.0])
+    c = fit_calibration(recs, horizons=[1 / 3, 1.0, 3.0])  # everybody votes
+    assert np.array_equal(a.quantiles, b.quantiles) and not np.array_equal(a.quantiles, c.quantiles)

@@ -379,7 +379,9 @@ def fit_calibration(records, *, horizons, noise_edges=(), taus=TAUS, methods=COM
             ``truth`` (the realised window mean), ``sd`` (the series' sd, the unit of the weights' loss),
             ``group`` (its repository or family: every group weighs the same), ``components``
             (``{method: point forecast}``, e.g. :func:`votes`; a non-finite one, a forecaster that failed or
-            abstained, counts as the median of the others) and optionally ``for_weights`` (default True;
+            abstained, counts as the median of the others; or a forecast's own ``components``,
+            ``{method: {"mean", "status", ...}}``, which are passed through :func:`votes`) and optionally
+            ``for_weights`` (default True;
             False: the record informs the error quantiles only, not the combination weights).
         horizons: the knots; each record goes to the nearest knot in ``log h``.
         noise_edges: noise-ratio bin edges (default none: one set of weights per horizon; None: one edge at
@@ -404,6 +406,8 @@ def fit_calibration(records, *, horizons, noise_edges=(), taus=TAUS, methods=COM
         raise InvalidValueError(f"scale_rule must be one of {SCALE_RULES}, got {scale_rule!r}")
     if not shrink >= 0:
         raise InvalidValueError(f"shrink must be >= 0 (math.inf: equal weights), got {shrink!r}")
+    records = [{**r, "components": votes(r["components"])}
+               if any(isinstance(v, dict) for v in r["components"].values()) else r for r in records]
     recs = [r for r in records if any(math.isfinite(float(r["components"].get(m, np.nan))) for m in methods)
             and math.isfinite(float(r["truth"])) and float(r["sd"]) > 0]
     if not recs:
