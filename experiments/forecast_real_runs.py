@@ -16,12 +16,12 @@ mean over the last 10% of the run from the first 25%, 50% and 75% of the steps, 
 Protocol (one for every real-run experiment: ``experiments/_loro.py``): leave one repository out. For
 each repository in turn, the combination weights and the error quantiles are learned from the other
 repositories' real series only; the held-out repository's series are scored with them. The other
-repositories include those of the committed development run's records (``--train-records``, default
-``experiments/results/forecast_real_runs.json``) that are not in the corpus scored: a new corpus is
-scored as the shipped forecast, calibrated on the development corpus, would score it. Scores per
-repository, then averaged over repositories (every repository weighs the same): MAE and MAE/σ (σ: the series' standard deviation), coverage and width/σ of the 90% interval, the
-90% interval (Winkler) score /σ and the CRPS/σ of the predictive distribution (the combined forecast's
-calibrated quantiles; a split normal through each other method's own interval). Simulated runs of three
+repositories include those of the committed records (``--train-records``, default :data:`TRAIN_RECORDS`:
+the development corpus's and the second held-out corpus's) that are not in the corpus scored: a new
+corpus is scored as the shipped forecast, calibrated on both, would score it. Scores per repository, then
+averaged over repositories (every repository weighs the same): MAE and MAE/σ (σ: the series' standard
+deviation), coverage and width/σ of the 90% interval, the 90% interval (Winkler) score /σ and the CRPS/σ
+of the predictive distribution (the combined forecast's calibrated quantiles; a split normal through each other method's own interval). Simulated runs of three
 families the creep model does not contain (a late collapse, a second rise, a step change of the schedule)
 are scored with the calibration learned from every real repository: what the interval does on runs
 unlike the corpus. Inside a fold nothing looks at the held-out repository; the design itself (the
@@ -33,20 +33,20 @@ are present (committed beside the manifest or in ``data/corpus-cache/``; ``--pub
 them out). Repositories kept for held-out evaluation (``_loro.RESERVED_REPOS``) are never read.
 
 The shipped calibration (``grpojax/fit/forecast_calibration.json``) is learned from every real repository
-of this run; ``--write-calibration PATH`` writes it.
+of this run and of the training-only records; ``--write-calibration PATH`` writes it.
 
 Usage::
 
     python experiments/forecast_real_runs.py --corpus DIR [--corpus DIR2] [--out DIR] [--quick]
-        [--sim-per-family N] [--public-corpus DIR|none] [--reuse-records JSON]
-        [--write-calibration grpojax/fit/forecast_calibration.json]
+        [--sim-per-family N] [--public-corpus DIR|none] [--reuse-records JSON ...]
+        [--train-records JSON ...|none] [--write-calibration grpojax/fit/forecast_calibration.json]
 
 A corpus folder is a real-runs folder (``<id>/run.jsonl`` with ``INDEX.tsv`` naming each run's
 source repository), a folder of log files with a ``README.md`` table naming each file's source
 repository, or a manifest folder (``MANIFEST.tsv`` with pinned, sha256-checked files in a cache:
-``benchmarks/forecast_holdout``, read by ``experiments/_holdout.py``). Without ``--corpus``, the development corpus folders next to the repository are used when
-they exist; when none exists, the claims are reported as ``not_tested``. ``--quick``: the first prefix
-only and fewer simulated runs. Besides the table (``forecast_real_runs.md``/``.json``) it writes
+``benchmarks/forecast_holdout``, read by ``experiments/_holdout.py``). Without ``--corpus``, the
+development corpus folders next to the repository are used when they exist; when none exists, the
+claims are reported as ``not_tested``. ``--quick``: the first prefix only and fewer simulated runs. Besides the table (``forecast_real_runs.md``/``.json``) it writes
 ``summary.json`` with its claims for ``grpojax reproduce``.
 """
 
