@@ -12,9 +12,10 @@ from grpojax.cli import main
 FIX = pathlib.Path(__file__).parent / "fixtures" / "fit"
 
 
-def test_fit_cli_laws_and_forecast(tmp_path):
+def test_fit_cli_laws_and_forecast(tmp_path, capsys):
     rc = main(["fit", str(FIX / "rising.jsonl"), "--prefix", "0.7", "--smooth", "5", "--out", str(tmp_path)])
     assert rc == 0
+    said = capsys.readouterr().out
     rep = json.loads((tmp_path / "fit.json").read_text())
     (run,) = rep["runs"].values()
     assert set(run["laws"]) == {"exponential", "three_phase", "sigmoid"}
@@ -32,6 +33,12 @@ def test_fit_cli_laws_and_forecast(tmp_path):
     assert wf["method"] == "combined" and wf["level"] == 0.9  # the calibrated average is the default
     assert set(wf["components"]) == {"creep", "persistence", "exponential", "sigmoid"}
     assert sum(wf["weights"].values()) == pytest.approx(1.0)
+    # the forecast says which forecasters it is the median of, and which abstained and why
+    voted = [m for m, w in wf["weights"].items() if w > 0]
+    line = next(ln for ln in said.splitlines() if ": median of " in ln)
+    assert all(f"{m} " in line.split("; abstained")[0] for m in voted)
+    for m in set(wf["components"]) - set(voted):
+        assert f"{m} ({wf['components'][m]['status']})" in line.split("; abstained: ")[1]
     assert wf["lo"] <= wf["mean"] <= wf["hi"] and wf["hi"] - wf["lo"] > 0
     assert wf["window"][0] > wf["prefix_end"] and isinstance(wf["observed_mean"], float)
     assert wf["covered"] == (wf["lo"] <= wf["observed_mean"] <= wf["hi"])

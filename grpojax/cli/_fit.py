@@ -46,6 +46,13 @@ Example:
 """
 
 
+def _votes_line(name: str, wf) -> str:
+    """Which forecasters the combined forecast is the median of, and which abstained (and why)."""
+    voted = [f"{m} {c['mean']:.4g}" for m, c in wf.components.items() if wf.weights.get(m, 0.0) > 0]
+    out = [f"{m} ({c['status']})" for m, c in wf.components.items() if not wf.weights.get(m, 0.0) > 0]
+    return f"{name}: median of {', '.join(voted)}" + (f"; abstained: {', '.join(out)}" if out else "")
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("fit", help="fit reward-curve laws / posteriors to a training log",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -199,7 +206,7 @@ def run(args) -> int:
                            f"points of {args.metric}; use at most {r.count(args.metric)}")
     windows, observed = (_window_forecasts(runs, args, np.random.SeedSequence([args.seed, 2])) if args.prefix is not None
                          else ([None] * len(runs), [None] * len(runs)))
-    wtable = None
+    wtable, vote_lines = None, []
     if args.prefix is not None:
         wtable = Table(title=f"forecast of the mean {args.metric} over the last {args.window:.0%} from the first "
                              f"{args.prefix:.0%} (90% interval)")
@@ -235,6 +242,8 @@ def run(args) -> int:
                 console.print(f"[yellow]warning[/]: {w.message}")
         if wf is not None:
             entry["window_forecast"] = _window_json(wf, obs)
+            if wf.components:
+                vote_lines.append(_votes_line(r.name, wf))
             wtable.add_row(r.name, wf.method, wf.status, f"{wf.mean:.4g}", f"[{wf.lo:.4g}, {wf.hi:.4g}]",
                            f"{obs:.4g}" if math.isfinite(obs) else "-",
                            {True: "yes", False: "no", None: "-"}[entry["window_forecast"]["covered"]])
@@ -271,6 +280,8 @@ def run(args) -> int:
         console.print(table)
     if wtable is not None:
         console.print(wtable)
+        for line in vote_lines:
+            console.print(line, highlight=False)
         if args.forecast_method in ("creep", "combined"):
             console.print("A reward curve identifies the plateau, the rates and the noise, not the oscillator's M, C "
                           "and K separately: M follows from the hyperparameters (η, μ, K_ref) when they are known "
