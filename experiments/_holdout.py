@@ -1,8 +1,9 @@
-"""The held-out forecast corpus: public GRPO-family runs from repositories the forecaster was not designed on.
+"""The second forecast corpus: public GRPO-family runs from repositories the forecaster was not designed on
+(scored once with the method frozen; what has used them since: ``benchmarks/forecast_holdout/README.md``).
 
 ``benchmarks/forecast_holdout/MANIFEST.tsv`` pins one log file per run (repository, commit, path, sha256);
 the files themselves live in the git-ignored cache ``data/forecast-holdout-cache/<id>/<basename>`` (how to
-fill it: ``benchmarks/forecast_holdout/README.md``). :func:`load_holdout_runs` reads the files that are
+fill it: ``make corpus-cache``, or by hand as ``benchmarks/forecast_holdout/README.md`` says). :func:`load_holdout_runs` reads the files that are
 present and match their sha256 with :func:`grpojax.logs.read_logs`, and says why each other run is absent.
 
 Usable from the experiment scripts as ``from _holdout import load_holdout_runs`` (their folder is on
@@ -94,8 +95,8 @@ def load_holdout_runs(folder: str | os.PathLike = FOLDER, cache: str | os.PathLi
     for row in read_manifest(folder):
         f = cache_file(row, cache)
         if not f.is_file():
-            absent.append((row["id"], f"missing: fetch https://github.com/{row['repo']} at {row['commit']} : "
-                                      f"{row['path']} into {f}"))
+            absent.append((row["id"], f"missing: run `make corpus-cache`, or fetch https://github.com/{row['repo']} "
+                                      f"at {row['commit']} : {row['path']} into {f}"))
             continue
         digest = hashlib.sha256(f.read_bytes()).hexdigest()
         if digest != row["sha256"]:
