@@ -57,3 +57,14 @@ def test_the_project_manifests_pin_one_sha256_per_path(tmp_path):
     broken.write_text(header + "\n" + "\t".join(first) + "\n")
     with pytest.raises(ValueError, match="one sha256 per path"):
         mod.manifest_files(broken)
+
+
+def test_a_file_that_is_not_a_manifest_is_one_clear_error(tmp_path, capsys):
+    mod = _fetch_module()
+    notes = tmp_path / "notes.tsv"
+    notes.write_text("name\tvalue\nx\t1\n")
+    with pytest.raises(ValueError, match="expected a tab-separated manifest with id, repo, commit"):
+        mod.manifest_files(notes)
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--manifest", str(notes), "--cache", str(tmp_path / "cache")])
+    assert exc.value.code == 2 and "expected a tab-separated manifest" in capsys.readouterr().err

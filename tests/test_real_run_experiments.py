@@ -94,3 +94,10 @@ def test_train_only_records_leave_out_the_scored_reserved_and_simulated_reposito
     assert all(r["group"] == "dev/a" and r["for_weights"] for r in recs)
     assert mod.train_only_records(None, set()) == ([], [])
     assert mod.train_only_records(tmp_path / "absent.json", set()) == ([], [])
+
+
+def test_forecast_experiment_refuses_a_missing_train_records_file(tmp_path, capsys):
+    mod = _load("forecast_real_runs")
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--corpus", str(tmp_path), "--train-records", str(tmp_path / "absent.json"), "--out", str(tmp_path)])
+    assert exc.value.code == 2 and "--train-records" in capsys.readouterr().err

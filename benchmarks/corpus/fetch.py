@@ -34,7 +34,13 @@ def manifest_files(manifest: pathlib.Path) -> list[dict[str, str]]:
     """One entry per pinned file: ``id``, ``repo``, ``commit``, ``path``, ``sha256`` (a row's ``paths`` and
     ``sha256`` may hold several values separated by ``;``, in the same order; the column may be ``path``)."""
     with open(manifest, newline="") as fh:
-        rows = list(csv.DictReader(fh, delimiter="\t"))
+        reader = csv.DictReader(fh, delimiter="\t")
+        rows = list(reader)
+        columns = set(reader.fieldnames or ())
+    need = {"id", "repo", "commit", "sha256"}
+    if not need <= columns or not columns & {"path", "paths"}:
+        raise ValueError(f"{manifest}: columns {sorted(columns)}; expected a tab-separated manifest with "
+                         "id, repo, commit, path (or paths) and sha256")
     out = []
     for row in rows:
         paths = (row.get("paths") or row.get("path") or "").split(";")
@@ -83,7 +89,10 @@ def main(argv=None) -> int:
     manifest = pathlib.Path(a.manifest)
     if not manifest.is_file():
         ap.error(f"--manifest {a.manifest!r} is not a file")
-    fetched, present, failed = fetch(manifest, pathlib.Path(a.cache), a.base_url)
+    try:
+        fetched, present, failed = fetch(manifest, pathlib.Path(a.cache), a.base_url)
+    except ValueError as exc:
+        ap.error(str(exc))
     for line in failed:
         print("FAILED ", line)
     print(f"{manifest}: {len(fetched)} fetched, {len(present)} already present, {len(failed)} failed")
