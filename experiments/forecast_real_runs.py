@@ -785,7 +785,7 @@ def main(argv=None):
     public = None if a.public_corpus.lower() == "none" else a.public_corpus
     tr = a.train_records or [str(p) for p in TRAIN_RECORDS]
     train = None if [t.lower() for t in tr] == ["none"] else tr
-    for t in a.train_records if train else ():
+    for t in (a.train_records or ()) if train else ():  # the defaults are committed; a given file must exist
         if not pathlib.Path(t).is_file():
             p.error(f"--train-records {t!r} is not a file (an earlier run's forecast_real_runs.json, or 'none')")
     res = run(corpora, pathlib.Path(a.out), a.quick, a.sim_per_family, a.write_calibration, a.reuse_records, public,

@@ -101,3 +101,6 @@ def test_forecast_experiment_refuses_a_missing_train_records_file(tmp_path, caps
     with pytest.raises(SystemExit) as exc:
         mod.main(["--corpus", str(tmp_path), "--train-records", str(tmp_path / "absent.json"), "--out", str(tmp_path)])
     assert exc.value.code == 2 and "--train-records" in capsys.readouterr().err
+    # the default training records pass the check: an empty corpus then fails for the reason it should
+    with pytest.raises(SystemExit, match="no series"):
+        mod.main(["--corpus", str(tmp_path), "--public-corpus", "none", "--out", str(tmp_path / "out")])
