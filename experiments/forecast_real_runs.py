@@ -744,7 +744,9 @@ def figure(table, out, prefixes):
     axes[0].set_yscale("log")
     axes[2].set_yscale("log")
     axes[0].legend(fontsize=7)
-    fig.suptitle("window-mean forecasts, leave one repository out (averaged over repositories)", fontsize=9)
+    c = table[f"all|{prefixes[0]}|combined"]
+    fig.suptitle(f"window-mean forecasts of {c['n_series']} series from {c['n_repos']} repositories, leave one "
+                 "repository out (averaged over repositories)", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / f"{NAME}.png", dpi=110)
     plt.close(fig)
