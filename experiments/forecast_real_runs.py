@@ -90,20 +90,12 @@ def load_corpus(root: pathlib.Path):
 
     items, skipped = [], []
     if (root / "MANIFEST.tsv").is_file() and root.resolve() != PUBLIC_CORPUS.resolve():
-        # a manifest corpus with a sha256-checked cache (``benchmarks/forecast_holdout``: repositories never used
-        # to design or calibrate the forecaster)
+        # a manifest corpus with a sha256-checked cache (``benchmarks/forecast_holdout``)
         from _holdout import load_holdout_runs
 
         runs, absent = load_holdout_runs(root)
-        skipped += [(rid, "?", f"absent: {why[-120:]}") for rid, why in absent]
-        for rid, repo, r in runs:
-            if reserved(repo):
-                skipped.append((rid, repo, "repository reserved for held-out evaluation"))
-                continue
-            items_r, skipped_r = _series_items(r, rid, repo)
-            items += items_r
-            skipped += skipped_r
-        return items, skipped
+        items, skipped = _runs_items(runs)
+        return items, [(rid, "?", f"absent: {why[-120:]}") for rid, why in absent] + skipped
     index = root / "INDEX.tsv"
     entries = []
     if index.is_file():
@@ -149,13 +141,19 @@ def load_public_corpus(corpus: pathlib.Path = PUBLIC_CORPUS):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runs, absent = load_corpus_runs(corpus, CORPUS_CACHE)
-    items, skipped = [], [(rid, repo_of.get(rid, "?"), "file absent") for rid in absent]
-    for r in runs:
-        repo = repo_of[r.name]
+    items, skipped = _runs_items([(r.name, repo_of[r.name], r) for r in runs])
+    return items, [(rid, repo_of.get(rid, "?"), "file absent") for rid in absent] + skipped
+
+
+def _runs_items(runs):
+    """:func:`_series_items` of every ``(run id, repository, run)`` whose repository is not reserved (the
+    reserved ones are named among the skips)."""
+    items, skipped = [], []
+    for rid, repo, r in runs:
         if reserved(repo):
-            skipped.append((r.name, repo, "repository reserved for held-out evaluation"))
+            skipped.append((rid, repo, "repository reserved for held-out evaluation"))
             continue
-        items_r, skipped_r = _series_items(r, r.name, repo)
+        items_r, skipped_r = _series_items(r, rid, repo)
         items += items_r
         skipped += skipped_r
     return items, skipped
