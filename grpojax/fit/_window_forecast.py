@@ -140,6 +140,16 @@ class WindowForecast(NamedTuple):
                 f"{self.prefix_end:g}: {self.mean:.4g} [{self.lo:.4g}, {self.hi:.4g}] ({self.level:.0%}, "
                 f"{self.method}, {self.status})")
 
+    def prob_at_least(self, target, *, bounds=None):
+        """P(window mean ≥ ``target``) under this forecast's predictive distribution: its calibrated
+        ``quantiles`` (combined method; linear between them, normal tails beyond) or the split normal through
+        ``mean``, ``lo`` and ``hi`` (the other methods). ``bounds=(lo, hi)``: the metric's range (a target at
+        or below ``lo`` is reached surely, one above ``hi`` never). A float for a number, an array for an
+        array; a target that is not finite raises ``InvalidValueError``."""
+        from grpojax._exceedance import prob_at_least  # noqa: PLC0415  (NumPy only)
+
+        return prob_at_least(self, target, bounds=bounds)
+
 
 def _mean_var_factor(n, rho):
     """``Var(mean of n AR(1) points)/marginal variance`` (vectorised over ``rho``)."""
