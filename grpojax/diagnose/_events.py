@@ -157,18 +157,20 @@ def binseg_l2(z: np.ndarray, pen: float, min_size: int = 2, n_bkps: int | None =
         i = int(np.flatnonzero(gain == gain.max())[-1])  # ties: the later split, as ruptures' max((gain, bkp))
         return int(ks[i]), float(gain[i])
 
+    # the segments in order, each with its best split; a split replaces one segment by its two halves, whose
+    # best splits are the only new ones (the first of equal gains wins, as max() over the segments in order)
     bkps = [n]
-    cache: dict[tuple[int, int], tuple[int | None, float]] = {}
+    first = best(0, n)
+    splits, gains = [first[0]], [first[1]]
     while True:
-        cands = []
-        for a, b in zip([0] + bkps[:-1], bkps):
-            if (a, b) not in cache:
-                cache[(a, b)] = best(a, b)
-            cands.append(cache[(a, b)])
-        k, gain = max(cands, key=lambda x: x[1])
+        j = gains.index(max(gains))
+        k, gain = splits[j], gains[j]
         if k is None or (n_bkps is None and not gain > pen) or (n_bkps is not None and len(bkps) > n_bkps):
             break
-        bkps = sorted(bkps + [k])
+        a = bkps[j - 1] if j else 0
+        (k1, g1), (k2, g2) = best(a, k), best(k, bkps[j])
+        bkps.insert(j, k)
+        splits[j:j + 1], gains[j:j + 1] = [k1, k2], [g1, g2]
     return bkps[:-1]
 
 
