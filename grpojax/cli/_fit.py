@@ -80,6 +80,9 @@ def register(subparsers) -> None:
                    choices=("combined", "creep", "persistence", "exponential", "sigmoid"),
                    help="with --prefix: the window forecaster (default combined: the median of the four others that "
                         "vouch for their fit, with a calibrated interval)")
+    p.add_argument("--target", type=Real(float32=False, what="a value of the metric"), default=None, metavar="T",
+                   help="with --prefix: also give P(the forecast window mean >= T), from the forecast's predictive "
+                        "distribution")
     p.add_argument("--chains", type=Int(1, 1024, what="NUTS chains"), default=4, help="NUTS chains (default 4)")
     p.add_argument("--draws", type=Int(1, 10**6, what="NUTS draws per chain"), default=1000, help="NUTS draws per chain after warmup (default 1000)")
     p.add_argument("--warmup", type=Int(1, 10**6, what="NUTS warmup per chain"), default=1000, help="NUTS warmup per chain (default 1000)")
@@ -110,6 +113,17 @@ def _window_json(wf, observed: float) -> dict:
             "observed_mean": observed, "covered": covered,
             "params": {k: {"median": v[0], "lo": v[1], "hi": v[2]} for k, v in wf.params.items()},
             "p_variant": wf.p_variant, "components": wf.components, "weights": wf.weights, "features": wf.features}
+
+
+def _target_json(wf, target: float, observed: float, bounds, metric: str) -> dict:
+    """``--target``: P(window mean >= target) from the forecast's predictive distribution (the metric's range:
+    ``bounds``, or the known range of the metric's name, as the forecast's), and whether the run got there
+    (None while the window is not logged)."""
+    from grpojax.fit._data import metric_bounds  # noqa: PLC0415  (loaded with the forecast)
+
+    bounds = metric_bounds(metric) if bounds is None else bounds
+    return {"target": target, "p_at_least": wf.prob_at_least(target, bounds=bounds),
+            "reached_target": bool(observed >= target) if math.isfinite(observed) else None}
 
 
 def _window_forecasts(runs, args, key):
@@ -160,17 +174,19 @@ def _fc_json(fc):
 
 
 def run(args) -> int:
-    import jax  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
 
-    from grpojax.dynamics import LAWS  # noqa: PLC0415
-    from grpojax.fit import ConvergenceWarning, fit_bayes, fit_law, forecast_bayes, forecast_law, to_summary_dict  # noqa: PLC0415
+    from grpojax._curve_laws import PARAMS as LAWS  # noqa: PLC0415  (the law names, without JAX)
+    from grpojax.fit import fit_law, forecast_law  # noqa: PLC0415  (NumPy: JAX and numpyro only with --bayes)
 
     if args.prefix is not None and not 0.0 < args.prefix < 1.0:
         raise CLIError(f"--prefix must be in (0, 1), got {args.prefix}")
     if args.smooth is not None and args.smooth < 1:
         raise CLIError(f"--smooth must be a positive integer, got {args.smooth}")
     args.bounds = check_bounds_arg(args)
+    if getattr(args, "target", None) is not None and (args.prefix is None or args.pool or len(args.log) > 1):
+        raise CLIError(f"--target {args.target:g} needs --prefix F (the window forecast whose probability it is) and "
+                       "one log without --pool")
     if args.pool or len(args.log) > 1:
         return run_pooled(args)
     args.log = args.log[0]
@@ -187,7 +203,11 @@ def run(args) -> int:
     out = out_dir(args.out)
     folders = run_folders(out, runs)
     report = {"log": str(args.log), "metric": args.metric, "runs": {}}
-    # JAX keys (and the small programs that make them) only for NUTS; the window forecasts draw from NumPy
+    # JAX (its import, keys and the small programs that make them) only for NUTS; the window forecasts draw from NumPy
+    if args.bayes:
+        import jax  # noqa: PLC0415
+
+        from grpojax.fit import ConvergenceWarning, fit_bayes, forecast_bayes, to_summary_dict  # noqa: PLC0415
     key = jax.random.key(args.seed) if args.bayes else None
     # the progress shown is _sampling's (numpyro's own bar would draw over it)
     nuts = dict(num_chains=args.chains, num_samples=args.draws, num_warmup=args.warmup, hyperparams=hp,
@@ -210,7 +230,7 @@ def run(args) -> int:
                            f"points of {args.metric}; use at most {r.count(args.metric)}")
     windows, observed = (_window_forecasts(runs, args, args.seed) if args.prefix is not None
                          else ([None] * len(runs), [None] * len(runs)))
-    wtable, vote_lines = None, []
+    wtable, vote_lines, target_lines = None, [], []
     if args.prefix is not None:
         wtable = Table(title=f"forecast of the mean {args.metric} over the last {args.window:.0%} from the first "
                              f"{args.prefix:.0%} (90% interval)")
@@ -251,6 +271,13 @@ def run(args) -> int:
             entry["window_forecast"] = _window_json(wf, obs)
             if wf.components:
                 vote_lines.append(_votes_line(r.name, wf))
+            if args.target is not None:
+                tj = _target_json(wf, args.target, obs, args.bounds, args.metric)
+                entry["window_forecast"].update(tj)
+                reached = {True: f"; reached {obs:.4g}: yes", False: f"; reached {obs:.4g}: no",
+                           None: ""}[tj["reached_target"]]
+                target_lines.append(f"{r.name}: P(mean {args.metric} over steps {wf.window[0]:g}-{wf.window[1]:g} "
+                                    f">= {args.target:g}) = {tj['p_at_least']:.3f}{reached}")
             wtable.add_row(r.name, wf.method, wf.status, f"{wf.mean:.4g}", f"[{wf.lo:.4g}, {wf.hi:.4g}]",
                            f"{obs:.4g}" if math.isfinite(obs) else "-",
                            {True: "yes", False: "no", None: "-"}[entry["window_forecast"]["covered"]])
@@ -299,6 +326,8 @@ def run(args) -> int:
         console.print(wtable)
         for line in vote_lines:
             console.print(line, highlight=False)
+        for line in target_lines:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
         if args.forecast_method in ("creep", "combined"):
             console.print("A reward curve identifies the plateau, the rates and the noise, not the oscillator's M, C "
                           "and K separately: M follows from the hyperparameters (η, μ, K_ref) when they are known "
@@ -325,6 +354,7 @@ def _rows(report: dict) -> list[dict]:
         if wf is not None:
             rows.append({"run": run, "law": f"window:{wf['method']}", "status": wf["status"], "forecast": wf["mean"],
                          "forecast_lo": wf["lo"], "forecast_hi": wf["hi"], "reached": wf["observed_mean"],
-                         "covered": wf["covered"]})
+                         "covered": wf["covered"],
+                         **({"target": wf["target"], "p_at_least": wf["p_at_least"]} if "target" in wf else {})})
     return rows
 
