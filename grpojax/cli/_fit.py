@@ -32,7 +32,8 @@ the mean of the metric over the last --window of the run (default 10%) predicted
 by --forecast-method (default combined: the creep posterior -- a fast rise plus a slow power-law creep,
 the mean of many prompts with different stiffness -- averaged with persistence, an exponential and a
 sigmoid, with a 90% interval calibrated on the errors of past forecasts on real runs of many
-repositories), set beside what the run then reached; an accuracy or pass rate is kept in [0, 1]. Writes DIR/fit.json and DIR/fit_<run>.png. A log
+repositories), set beside what the run then reached; an accuracy or pass rate is kept in [0, 1]; --target T
+adds the probability that the window mean reaches T. Writes DIR/fit.json and DIR/fit_<run>.png. A log
 holding several runs (a TensorBoard folder of runs, a W&B export of several runs, a file whose step
 counter restarts) is fitted run by run: DIR/<run>/fit.json and its PNG for each, and DIR/fit.json
 with all of them; --run NAME picks one. With --pool, every run of the logs given (several logs, a
