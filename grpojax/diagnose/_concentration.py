@@ -8,10 +8,12 @@ falls towards 0 long before the reward has saturated, and exploration is gone. T
    points -- a fixed number, so a longer log of the same run keeps the same baseline; late: last
    ``edge_fraction``);
 2. the reward rises over the run (late-window mean minus the mean of the first points, z-score
-   ``>= reward_rise_t``) and was still rising when the entropy had already lost half of its total drop:
-   at that step (the entropy half-life) at most ``reward_done_at_entropy_half`` of the reward's rise was
-   done (moving averages over 2 % of the points, 3 to 10 points). Entropy that falls only after the reward has
-   plateaued is ordinary convergence, not concentration.
+   ``>= reward_rise_t``, its standard error from the per-point noise of the whole series,
+   :func:`~grpojax.diagnose._events.noise_sd`, since the first window has only a few points) and was still
+   rising when the entropy had already lost half of its total drop: at that step (the entropy half-life) at
+   most ``reward_done_at_entropy_half`` of the reward's rise was done (moving averages over 2 % of the
+   points, 3 to 10 points). Entropy that falls only after the reward has plateaued is ordinary convergence,
+   not concentration.
 
 The entropy's level is the lowest of its late median and the medians of its earlier segments between events
 (:mod:`grpojax.diagnose._events`), and after a collapse the reward gates look at the run before its onset.
@@ -25,6 +27,7 @@ import numpy as np
 
 from grpojax.logs import RunLog
 from grpojax.diagnose._config import DiagnoseConfig
+from grpojax.diagnose._events import noise_sd
 from grpojax.diagnose._stats import centred_mean, clip_window, edge_windows, initial_window
 from grpojax.diagnose._types import ModeResult, finish_result, make_evidence
 
@@ -79,7 +82,8 @@ def detect_policy_concentration(run: RunLog, cfg: DiagnoseConfig, *, events: dic
     head = initial_window(r.size, cfg)
     _, rlate = edge_windows(r.size, cfg.edge_fraction, cfg.min_window_points)
     r_init, r_final = float(np.mean(r[head])), float(np.mean(r[rlate]))
-    se = float(np.sqrt(np.var(r[head]) / r[head].size + np.var(r[rlate]) / r[rlate].size))
+    sigma = noise_sd(r)  # per-point noise from the whole series (the first window has only a few points)
+    se = sigma * float(np.sqrt(1.0 / r[head].size + 1.0 / r[rlate].size))
     rise = r_final - r_init
     z = rise / se if se > 0 else (np.inf if rise > 0 else 0.0)
     ev.append(make_evidence("reward_mean", np.r_[rs[head], rs[rlate]], "rise z-score (late mean - initial mean)",
