@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from grpojax.diagnose._config import DiagnoseConfig
+from grpojax.diagnose._stats import dot
 from grpojax.logs import RunLog
 
 __all__ = ["Event", "SeriesEvents", "EVENT_METRICS", "binseg_l2", "detect_events", "series_events", "noise_sd"]
@@ -182,11 +183,11 @@ def _line_at(x: np.ndarray, y: np.ndarray, at: float) -> tuple[float, float, flo
         return float(np.mean(y)), 1.0 / m, float(np.sum((y - np.mean(y)) ** 2))
     xm = float(x.mean())
     dx = x - xm
-    sxx = float(dx @ dx)
-    b = float(dx @ (y - y.mean())) / sxx
+    sxx = dot(dx, dx)
+    b = dot(dx, y - y.mean()) / sxx
     a = float(y.mean())
     resid = y - (a + b * dx)
-    return a + b * (at - xm), 1.0 / m + (at - xm) ** 2 / sxx, float(resid @ resid)
+    return a + b * (at - xm), 1.0 / m + (at - xm) ** 2 / sxx, dot(resid, resid)
 
 
 def _transform(metric: str, y: np.ndarray):

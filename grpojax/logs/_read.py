@@ -333,7 +333,7 @@ def _console_entries(text: str, fmt: str, *, validate: bool) -> tuple[int, int] 
         ok = [False]
 
         def keep(m) -> bool:
-            if not any(k in m.group(0) for k in _trl._KNOWN):
+            if _trl._KNOWN_KEY.search(m.group(0)) is None:
                 return False
             if not validate and ok[0]:
                 return True

@@ -29,6 +29,8 @@ from grpojax.logs._runlog import LogFormatError, RunLog, real_array, warn
 __all__ = ["TableBuilder", "to_float", "int_steps", "restart_points", "logged_once", "read_dict"]
 
 _INT_TEXT = re.compile(r"\s*[-+]?\d+\s*")
+#: rows of one signature collected as Python floats before they become one float64 array (add_text_kv)
+_FLOAT_BLOCK = 4096
 
 
 def to_float(v: Any) -> float | None:
@@ -70,6 +72,9 @@ class TableBuilder:
         self._n = 0
         # signature -> (row indices, steps, value tuples)
         self._groups: dict[tuple, tuple[list, list, list]] = {}
+        # signature -> (float64 blocks, pending float rows, positions in the group of its rows kept as text):
+        # rows added by add_text_kv whose values all read as numbers (the value tuples hold the others)
+        self._floats: dict[tuple, tuple[list, list, list]] = {}
         # column blocks: (row indices, steps, {name: (logged mask, float64 values)})
         self._blocks: list[tuple[np.ndarray, np.ndarray, dict]] = []
 
@@ -87,9 +92,38 @@ class TableBuilder:
         g = self._groups.get(keys)
         if g is None:
             g = self._groups[keys] = ([], [], [])
+        if self._floats and keys in self._floats:  # a text row among rows added by add_text_kv
+            self._floats[keys][2].append(len(g[0]))
         g[0].append(self._n)
         g[1].append(step)
         g[2].append(vals)
+        self._n += 1
+
+    def add_text_kv(self, step: Any, keys: tuple, vals: tuple) -> None:
+        """:meth:`add_kv` for values read as text (console logs): a row whose values all read as floats is
+        kept as floats, ``_FLOAT_BLOCK`` rows of one signature to a float64 array, not as a tuple of strings
+        (a long log costs its numbers, not millions of string objects); the other rows as their text,
+        converted (and counted as non-numeric where they are not numbers) when the table is finished, as
+        :meth:`add_kv` rows are. The run read is the same either way."""
+        g = self._groups.get(keys)
+        if g is None:
+            g = self._groups[keys] = ([], [], [])
+        f = self._floats.get(keys)
+        if f is None:  # rows of this signature added by add_kv before are text rows
+            f = self._floats[keys] = ([], [], list(range(len(g[0]))))
+        try:
+            row = tuple(map(float, vals))  # float() reads text as np.array(..., float64) does
+        except (ValueError, TypeError, OverflowError):
+            f[2].append(len(g[0]))
+            g[2].append(vals)
+        else:
+            pending = f[1]
+            pending.append(row)
+            if len(pending) == _FLOAT_BLOCK:
+                f[0].append(np.array(pending, dtype=np.float64))
+                pending.clear()
+        g[0].append(self._n)
+        g[1].append(step)
         self._n += 1
 
     def add_block(self, steps, columns: dict[str, np.ndarray], logged: dict[str, np.ndarray] | None = None) -> None:
@@ -147,6 +181,24 @@ class TableBuilder:
                 non_numeric[k] = non_numeric.get(k, 0) + bad
         return out
 
+    def _merge_floats(self, keys: tuple, n: int, vals: list, floats: tuple[list, list, list],
+                      meta: dict) -> np.ndarray:
+        """``(n, len(keys))`` values of a group filled by :meth:`add_text_kv`: its float blocks in the rows
+        read as numbers, its text rows converted by :meth:`_convert_group` in theirs."""
+        blocks, pending, text_pos = floats
+        parts = list(blocks)
+        if pending:
+            parts.append(np.array(pending, dtype=np.float64).reshape(len(pending), len(keys)))
+        if not vals:
+            return np.concatenate(parts) if len(parts) > 1 else parts[0]
+        arr = np.empty((n, len(keys)))
+        is_text = np.zeros(n, dtype=bool)
+        is_text[text_pos] = True
+        if parts:
+            arr[~is_text] = np.concatenate(parts)
+        arr[is_text] = self._convert_group(keys, vals, meta)
+        return arr
+
     def _steps(self, raw) -> np.ndarray:
         if isinstance(raw, np.ndarray) and raw.dtype.kind in "iu":
             return raw.astype(np.int64)
@@ -175,7 +227,11 @@ class TableBuilder:
         for keys, (idx, steps, vals) in self._groups.items():
             idx_a = np.asarray(idx, dtype=np.int64)
             row_steps[idx_a] = self._steps(steps)
-            arr = self._convert_group(keys, vals, meta)
+            floats = self._floats.get(keys)
+            if floats is None:
+                arr = self._convert_group(keys, vals, meta)
+            else:
+                arr = self._merge_floats(keys, len(idx), vals, floats, meta)
             for j, k in enumerate(keys):
                 per_col.setdefault(k, []).append((idx_a, arr[:, j]))
         for idx_a, steps, cols in self._blocks:

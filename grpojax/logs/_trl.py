@@ -92,6 +92,7 @@ _DICT_LINE = re.compile(r"\{'[^'\n]+': [^\n]*\}")
 _TQDM = re.compile(r"\|\s*(\d+)/(\d+)\s*\[")
 _BARE = re.compile(r"(?<=: )(-?inf|nan)(?=[,}])")
 _KNOWN = ("'loss'", "'reward'", "'epoch'", "'grad_norm'", "'learning_rate'", "'eval_")
+_KNOWN_KEY = re.compile("|".join(map(re.escape, _KNOWN)))  # any of them, in one search
 _WRAP_MAX_LINES = 64
 
 

@@ -62,30 +62,57 @@ def read_verl_console(path: str | os.PathLike, text: str | None = None):
     tb = TableBuilder(path)
     meta: dict = {}
     bad = 0
-    add = tb.add_kv
-    for m in _STEP_LINE.finditer(text):
-        body = m.group(2).rstrip()
+    add = tb.add_text_kv  # rows of numbers become float arrays as they come, not tuples of strings
+    key_list: list = []
+    keys: tuple = ()
+    for step, body in _step_lines(text):
+        body = body.rstrip()
         if ansi and "\x1b" in body:
             body = _ANSI.sub("", body).rstrip()
         # fast path: every "k:v" item has exactly one ':' -> split once, keys/values by slicing
         parts = body.replace(":", " - ").split(" - ")
         if len(parts) % 2 == 0 and body.count(":") == len(parts) // 2 and "" not in parts:
-            keys, vals = tuple(parts[0::2]), tuple(parts[1::2])
+            ks = parts[0::2]
+            if ks != key_list:  # the same names as the line before: the same signature tuple, hashed once
+                key_list, keys = ks, tuple(ks)
+            vals = parts[1::2]
         else:
             pairs = _PAIR.findall(body)
             if not pairs:
                 bad += 1
                 continue
-            keys, vals = zip(*pairs)
+            ks, vals = zip(*pairs)
+            key_list, keys = list(ks), ks
         if ")" in body:
-            vals = tuple(_unwrap(v) for v in vals)
-        add(int(m.group(1)), keys, vals)
+            vals = [_unwrap(v) for v in vals]
+        add(int(step), keys, tuple(vals))
     if len(tb) == 0:
         raise LogFormatError(path, "no verl 'step:N - key:value' lines found")
     if bad:
         warn(path, f"{bad} step line(s) without key:value pairs were skipped", meta)
     _config_meta(_ANSI.sub("", text[:200_000]) if ansi else text[:200_000], meta)
     return tb.finish_runs(name=run_name(path), format="verl_console", meta=meta)
+
+
+def _step_lines(text: str):
+    """(step, rest of the line) of each verl step line in ``text``, in order: what ``_STEP_LINE.finditer``
+    finds, but only the lines holding ``step:`` (found by ``str.find``) meet the regular expression, not
+    every character of the noise between them."""
+    find, rfind, search = text.find, text.rfind, _STEP_LINE.search
+    end = len(text)
+    i = 0
+    while True:
+        j = find("step:", i)
+        if j < 0:
+            return
+        a = rfind("\n", 0, j) + 1
+        b = find("\n", j)
+        if b < 0:
+            b = end
+        m = search(text, a, b)  # (re.M: '^' holds at a line start, '$' at b)
+        if m is not None:
+            yield m.group(1), m.group(2)
+        i = b + 1
 
 
 def _unwrap(v: str) -> str:
