@@ -155,3 +155,18 @@ def test_watch_writes_alert_lines_and_runs_the_alert_command(tmp_path, capsys):
     body, level, step = got.read_text().splitlines()[0].split("|")
     assert json.loads(body)["reason"] == recs[0]["reason"] and level == recs[0]["level"] and float(step) == 214
     assert "alert warning at step 214" in capsys.readouterr().err
+
+
+def test_the_diagnosis_segments_the_precursors_as_the_alerts_do():
+    """The engine takes a refresh's precursor events from its diagnosis instead of segmenting the series again:
+    they are the ones precursor_events computes (same series, same thresholds)."""
+    from grpojax.diagnose import diagnose
+    from grpojax.monitor._alerts import PRECURSOR_DIRECTIONS, precursor_events
+
+    for metric in ("entropy", "kl", "grad_norm"):
+        run = _run(n=300, onset=270, jump_at=240, metric=metric)
+        want = precursor_events(run)
+        assert set(want) == {m for m in PRECURSOR_DIRECTIONS if run.count(m)} and any(
+            se.events for se in want.values())
+        events = diagnose(run, validity=False).events
+        assert {m: events[m] for m in want} == want

@@ -40,7 +40,8 @@ from grpojax._config import Bool, Config, Finite, Int
 from grpojax._defaults import FORECAST_LEVEL, FORECAST_METHOD, FORECAST_WINDOW, LAG
 from grpojax._errors import InvalidValueError
 from grpojax.logs import RunLog, moving_average
-from grpojax.monitor._alerts import AlertConfig, AlertTracker, collapse_risk, escape_risk, precursor_events
+from grpojax.monitor._alerts import (PRECURSOR_DIRECTIONS, AlertConfig, AlertTracker, collapse_risk, escape_risk,
+                                     precursor_events)
 
 __all__ = ["MonitorConfig", "WatchState", "WatchReport", "init_state", "update", "hyperparams_from_meta",
            "active_findings"]
@@ -411,6 +412,7 @@ def update(state: WatchState, run: RunLog, config: MonitorConfig | None = None, 
     forecast, stability, findings, n_ref = state.forecast, state.stability, state.findings, state.n_at_refresh
     new = []
     tracker, raised = state.alerts, None
+    diagnosis = None  # this update's diagnosis, when the detectors run (its events are the precursors')
     if due:
         if config.forecast:
             try:
@@ -427,7 +429,8 @@ def update(state: WatchState, run: RunLog, config: MonitorConfig | None = None, 
         if config.diagnose and n_sched >= _MIN_DETECT_POINTS:
             from grpojax.diagnose import diagnose  # noqa: PLC0415
 
-            findings, new = _fold_findings(findings, diagnose(run, validity=False), last)
+            diagnosis = diagnose(run, validity=False)
+            findings, new = _fold_findings(findings, diagnosis, last)
         if n_sched >= min_points:  # a refresh with enough points counts; fewer: retry at the next update
             n_ref = n_sched
     elif forecast is None and n and config.forecast:
@@ -441,7 +444,10 @@ def update(state: WatchState, run: RunLog, config: MonitorConfig | None = None, 
         if stability is not None:
             end = forecast.get("end_step") if forecast else None
             esc, _why = escape_risk(hp, stability, last, end)
-        events = precursor_events(run) if config.diagnose else {}
+        if diagnosis is not None:  # the series the diagnosis segmented, with the same thresholds: not again
+            events = {m: diagnosis.events[m] for m in PRECURSOR_DIRECTIONS if m in diagnosis.events}
+        else:
+            events = precursor_events(run) if config.diagnose else {}
         risk = collapse_risk(run, events, stability=stability, escape=esc, config=config.alert,
                              column=config.metric if run.count(config.metric) else None)
         tracker, raised = tracker.fold(risk, n, int(config.alert.cool))
