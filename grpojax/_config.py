@@ -33,13 +33,15 @@ import dataclasses
 import math
 import typing
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import pydantic
-import yaml
 from pydantic import BeforeValidator, ConfigDict
 
 from grpojax._errors import ConfigError
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = ["Config", "Finite", "Int", "Bool", "apply_overrides", "dotted_key", "format_validation_error", "yaml_error"]
 
@@ -85,8 +87,10 @@ Bool = pydantic.StrictBool
 class Config(pydantic.BaseModel):
     """Base of every grpojax configuration: frozen, validated, no unknown keys."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False,
-                              use_attribute_docstrings=True)
+    # the fields' attribute docstrings are their documentation (the API reference reads them from the source);
+    # pydantic's use_attribute_docstrings would also read every config module's source when it is imported
+    # (~15 ms of each command line) to copy them into Field descriptions nothing reads
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -207,6 +211,8 @@ def apply_overrides(cfg: Config, overrides: Iterable[str]) -> Config:
         ConfigError: an override without ``=`` or a value, with invalid YAML, an unknown key or a bad
             value (the message names the override).
     """
+    import yaml  # noqa: PLC0415  (only for overrides: the configs themselves need no YAML)
+
     data = cfg.to_dict()
     for item in overrides:
         if "=" not in item:
