@@ -27,12 +27,10 @@ only the shared :mod:`grpojax._errors`.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any, Literal
 
-import equinox as eqx
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from grpojax._errors import InvalidValueError
@@ -44,6 +42,9 @@ OnTrace = Literal["check", "allow_nan", "skip"]
 
 def is_traced(x: Any) -> bool:
     """True when some leaf of ``x`` is a JAX tracer (its values are unknown until run time)."""
+    jax = sys.modules.get("jax")
+    if jax is None:  # no tracer exists before JAX is imported: NumPy callers (check_int, ...) never import it
+        return False
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(x))
 
 
@@ -59,6 +60,9 @@ def check_traced(name: str, value: Any, ok: Callable, expected: str, *, on_trace
     """
     if on_trace == "skip":
         return value
+    import equinox as eqx  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+
     x = jnp.asarray(value)
     bad = ~jnp.asarray(ok(x), bool)
     if on_trace == "allow_nan" and jnp.issubdtype(x.dtype, jnp.inexact):
@@ -89,6 +93,8 @@ def check(
     """
     if is_traced(value):
         return check_traced(name, value, ok, expected, on_trace=on_trace)
+    import jax  # noqa: PLC0415  (the predicate may use jax.numpy; JAX's float64 setting decides the float32 check)
+
     arr = np.asarray(value)
     if arr.dtype.kind not in "biuf":
         raise InvalidValueError(f"{name} must be a real number, got {name}={value!r}")
@@ -115,6 +121,8 @@ def _check_float32(name: str, arr: np.ndarray, ok: Callable, expected: str) -> N
         x32 = arr.astype(np.float32)
     mag = np.abs(arr)
     lost = (mag > _F32.max) | ((mag > 0) & (mag < _F32.tiny))
+    import jax  # noqa: PLC0415
+
     hint = "JAX computes in float32 here; enable float64 (jax.config.update('jax_enable_x64', True)) or rescale"
     if np.any(lost):
         v = _shown(arr, ~lost)

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-__all__ = ["BOUNDS", "PARAMS", "expm2_terms", "from_unconstrained", "law_curve", "law_value", "logistic", "response", "response_sd",
+__all__ = ["BOUNDS", "PARAMS", "expm2_terms", "from_unconstrained", "law_curve", "law_params", "law_value", "logistic", "response", "response_sd",
            "to_unconstrained"]
 
 _INF = math.inf
@@ -32,6 +32,16 @@ PARAMS: dict[str, tuple[str, ...]] = {
     "sigmoid": ("r0", "A", "t_mid", "B"),
 }
 """Parameter names of each law, in the order of its parameter vectors."""
+
+
+def law_params(name: str) -> tuple[str, ...]:
+    """The parameter names of the law ``name``; :class:`grpojax.InvalidValueError` listing the known laws otherwise."""
+    if name not in PARAMS:
+        from grpojax._errors import InvalidValueError  # noqa: PLC0415
+
+        raise InvalidValueError(f"unknown law {name!r}; expected one of {sorted(PARAMS)}")
+    return PARAMS[name]
+
 
 BOUNDS: dict[str, tuple[tuple[float, float], ...]] = {
     "exponential": ((-_INF, _INF), (-_INF, _INF), (0.0, _INF)),

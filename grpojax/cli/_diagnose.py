@@ -287,7 +287,7 @@ def _warm_imports(args) -> None:
         import matplotlib.figure  # noqa: F401, PLC0415
         import matplotlib.backends.backend_agg  # noqa: F401, PLC0415
 
-        import grpojax.plot  # noqa: F401, PLC0415
+        from grpojax.plot import diagnosis_dashboard, finding_figure  # noqa: F401, PLC0415
 
 
 def _in_pool(runs, folders, out, cfg, args, width):

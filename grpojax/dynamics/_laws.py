@@ -25,7 +25,6 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 from grpojax import _curve_laws as forms
-from grpojax._errors import InvalidValueError
 from grpojax.dynamics._expm2 import expm2_coefficients
 
 
@@ -118,6 +117,5 @@ LAWS: dict[str, type[RewardLaw]] = {"exponential": Exponential, "three_phase": T
 
 def get_law(name: str) -> type[RewardLaw]:
     """Look a law up by name; ``ValueError`` listing the known names otherwise."""
-    if name not in LAWS:
-        raise InvalidValueError(f"unknown law {name!r}; expected one of {sorted(LAWS)}")
+    forms.law_params(name)  # the error names the known laws
     return LAWS[name]

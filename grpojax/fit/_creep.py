@@ -66,11 +66,7 @@ import math
 import time
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 from scipy.linalg import solve_triangular
 from scipy.special import gammaln, logsumexp
 
@@ -98,18 +94,25 @@ _VARIANT_FLAGS = (1.0, 0.0, 2.0)  # anchors[2] of each variant in creep_model
 
 
 def creep_curve(t, y0, p_star, w, rate, theta, k):
-    """Mean curve ``p* − (p* − y₀)·[w e^{−rate·t} + (1 − w)(1 + θ t)^{−k}]`` (broadcasts)."""
+    """Mean curve ``p* − (p* − y₀)·[w e^{−rate·t} + (1 − w)(1 + θ t)^{−k}]`` (broadcasts; jax.numpy)."""
+    import jax.numpy as jnp  # noqa: PLC0415  (JAX only where the numpyro model is used, never by the forecasts)
+
     shape = w * jnp.exp(-rate * t) + (1.0 - w) * jnp.exp(-k * jnp.log1p(theta * t))
     return p_star - (p_star - y0) * shape
 
 
 def logistic_curve(t, y0, p_star, rate, mid):
-    """Slow-start mean curve ``p* − (p* − y₀)·σ(−rate (t − mid)) / σ(rate·mid)`` (broadcasts; ``mid > 0``)."""
+    """Slow-start mean curve ``p* − (p* − y₀)·σ(−rate (t − mid)) / σ(rate·mid)`` (broadcasts; ``mid > 0``; jax.numpy)."""
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+
     shape = jnp.exp(jax.nn.log_sigmoid(rate * (mid - t)) - jax.nn.log_sigmoid(rate * mid))
     return p_star - (p_star - y0) * shape
 
 
 def _priors(anchors):
+    import numpyro.distributions as dist  # noqa: PLC0415
+
     y_first, y_last = anchors[0], anchors[1]
     return {
         "y0": dist.Normal(y_first, 1.0),
@@ -137,6 +140,10 @@ def creep_model(t, y, mask, anchors):
             curve), 2.0 the logistic slow start (``rate`` its rate, ``θ`` its midpoint; ``w`` and
             ``k`` unused).
     """
+    import jax.numpy as jnp  # noqa: PLC0415
+    import numpyro  # noqa: PLC0415
+    import numpyro.distributions as dist  # noqa: PLC0415
+
     pri = _priors(anchors)
     v = {name: numpyro.sample(name, pri[name]) for name in SITES}
     w = jnp.where(anchors[2] > 0.5, v["w"], 1.0)
@@ -245,6 +252,9 @@ def _key_seed(key) -> np.random.SeedSequence:
         return key
     if isinstance(key, (int, np.integer)):
         return np.random.SeedSequence(int(key))
+    import jax  # noqa: PLC0415  (a JAX key: JAX is loaded already)
+    import jax.numpy as jnp  # noqa: PLC0415
+
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         key = jax.random.key_data(key)
     return np.random.SeedSequence([int(x) for x in np.asarray(key, np.uint64).ravel()])

@@ -14,9 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from grpojax._curve_laws import PARAMS as LAW_PARAMS
 from grpojax._errors import InvalidValueError
-from grpojax.dynamics import LAWS
-from grpojax.fit._bayes import fit_bayes
 from grpojax.fit._data import MIN_POINTS, check_curve
 from grpojax.fit._lsq import fit_law
 
@@ -94,6 +93,8 @@ def forecast_bayes(steps, values, fraction: float, model: str = "state_space", *
     ``kwargs`` go to :func:`fit_bayes` (``num_samples``, ``num_chains``, ``hyperparams``, ...).
     """
     (s_tr, y_tr), (s_te, y_te) = split_prefix(steps, values, fraction)
+    from grpojax.fit._bayes import fit_bayes  # noqa: PLC0415  (JAX and numpyro: only for a posterior)
+
     fit = fit_bayes(s_tr, y_tr, model, key=key, band_steps=s_te, **kwargs)
     b = fit.band
     return _score(f"bayes:{model}", fraction, int(np.isfinite(y_tr).sum()), s_te, y_te, b["mean_q50"], b["obs_q05"], b["obs_q95"], fit.status)
@@ -101,4 +102,4 @@ def forecast_bayes(steps, values, fraction: float, model: str = "state_space", *
 
 def forecast_all_laws(steps, values, fraction: float) -> dict[str, Forecast]:
     """:func:`forecast_law` for every law."""
-    return {law: forecast_law(steps, values, fraction, law) for law in LAWS}
+    return {law: forecast_law(steps, values, fraction, law) for law in LAW_PARAMS}

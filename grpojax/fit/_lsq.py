@@ -35,23 +35,20 @@ compiling the program would cost seconds and running either costs milliseconds.
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from functools import partial
 from typing import NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-import lineax as lx
-import optimistix as optx
 
 from grpojax import _lsq_host
+from grpojax._curve_laws import PARAMS as LAW_PARAMS, law_params
 from grpojax._arrays import real_array
 from grpojax._checks import check_int
 from grpojax._errors import InvalidValueError
 from grpojax._chunks import padded_chunks
-from grpojax.dynamics import LAWS, get_law
 from grpojax.fit._data import MIN_POINTS, check_bounds, check_curve, check_steps, noise_variance
 from grpojax.logs import moving_average, read_log
 
@@ -116,6 +113,8 @@ class LawFit(NamedTuple):
 
     def model(self, index=None):
         """The fitted law as an ``eqx.Module`` of raw-unit parameters (time measured from ``t0``)."""
+        from grpojax.dynamics import get_law  # noqa: PLC0415  (JAX: only for the JAX law object)
+
         cls = get_law(self.law)
         vals = [np.asarray(self.fitted_params[n]) for n in cls.param_names]
         if index is not None:
@@ -129,7 +128,7 @@ class LawFit(NamedTuple):
         length of ``steps``."""
         steps = np.asarray(steps, float)
         t0 = np.asarray(self.t0, float) if index is None else np.asarray(self.t0, float)[index]
-        names = get_law(self.law).param_names
+        names = law_params(self.law)
         v = np.stack([np.asarray(self.fitted_params[n], float) for n in names], -1)
         if index is not None:
             v = v[index]
@@ -138,13 +137,24 @@ class LawFit(NamedTuple):
         return _lsq_host.law_curve(self.law, v[:, None, :], steps[None, :] - t0[:, None])
 
 
+# The compiled path (large batches, the posteriors' seeds) imports JAX, lineax and optimistix where it runs: a
+# command-line fit, which the NumPy solver serves, imports none of them.
+
+
 def _levels(u, y, w):
-    """Weighted LS of ``y ≈ a + b u``; returns (P0, P1) = (a + b, a) and SSE. Shapes (..., T)."""
+    """Weighted LS of ``y ≈ a + b u``; returns (P0, P1) = (a + b, a) and SSE. Shapes (..., T); jax.numpy."""
+    import jax.numpy as jnp  # noqa: PLC0415
+
     return _lsq_host._levels(u, y, w, jnp)
 
 
 def _seed(law_name: str, t, y, w):
     """Best grid point by variable projection, as constrained parameter vector (k,)."""
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    from grpojax.dynamics import get_law  # noqa: PLC0415
+
     cls = get_law(law_name)
     stride = max(1, -(-t.shape[-1] // _SEED_POINTS))
     t, y, w = t[::stride], y[::stride], w[::stride]
@@ -160,14 +170,23 @@ def _seed(law_name: str, t, y, w):
     return jnp.stack([p0[i], p1[i]] + [s[i] for s in shape])
 
 
-_NORMAL_CHOLESKY = lx.Normal(lx.Cholesky())
-"""LM's damped step by the normal equations (JᵀJ + λI, 3–4 parameters) with Cholesky instead of the
+@functools.cache
+def _normal_cholesky():
+    """LM's damped step by the normal equations (JᵀJ + λI, 3–4 parameters) with Cholesky instead of the
 default QR of the (T × k) Jacobian: a little faster under vmap (~9% in a one-off timing, not a benchmark); the
 squared condition number is harmless for 3–4 well-scaled parameters in normalised units (the real-log R²
 values of ``experiments/fit_real_runs.py`` in float32 did not change)."""
+    import lineax as lx  # noqa: PLC0415
+
+    return lx.Normal(lx.Cholesky())
 
 
 def _fit_one(law_name: str, max_steps: int, rtol: float, t, y, w):
+    import jax.numpy as jnp  # noqa: PLC0415
+    import optimistix as optx  # noqa: PLC0415
+
+    from grpojax.dynamics import get_law  # noqa: PLC0415
+
     cls = get_law(law_name)
     v0 = _seed(law_name, t, y, w)
     u0 = cls.from_vector(v0).to_unconstrained()
@@ -176,7 +195,7 @@ def _fit_one(law_name: str, max_steps: int, rtol: float, t, y, w):
     def residual(u, args):
         return w * (cls.from_unconstrained(u)(t) - yz)
 
-    solver = optx.LevenbergMarquardt(rtol=rtol, atol=rtol * 1e-2, linear_solver=_NORMAL_CHOLESKY)  # normalised units
+    solver = optx.LevenbergMarquardt(rtol=rtol, atol=rtol * 1e-2, linear_solver=_normal_cholesky())  # normalised units
     sol = optx.least_squares(residual, solver, u0, max_steps=max_steps, throw=False)
     u = jnp.where(jnp.all(jnp.isfinite(sol.value)), sol.value, u0)
     v = cls.from_unconstrained(u).to_vector()
@@ -185,9 +204,19 @@ def _fit_one(law_name: str, max_steps: int, rtol: float, t, y, w):
     return v, pred, ok
 
 
-@partial(jax.jit, static_argnums=(0, 1, 2))
+@functools.cache
+def _compiled_fit_batch():
+    import jax  # noqa: PLC0415
+
+    def fit_batch(law_name: str, max_steps: int, rtol: float, t, y, w):
+        return jax.vmap(partial(_fit_one, law_name, max_steps, rtol))(t, y, w)
+
+    return jax.jit(fit_batch, static_argnums=(0, 1, 2))
+
+
 def _fit_batch(law_name: str, max_steps: int, rtol: float, t, y, w):
-    return jax.vmap(partial(_fit_one, law_name, max_steps, rtol))(t, y, w)
+    """The jitted, vmapped LM fit of a batch (JAX arrays in and out)."""
+    return _compiled_fit_batch()(law_name, max_steps, rtol, t, y, w)
 
 
 _NUMPY_MAX = 1 << 17
@@ -213,6 +242,7 @@ def _solve(law: str, max_steps: int, rtol: float, t, y, w):
     N = t.shape[0]
     if N * t.shape[1] <= _NUMPY_MAX:
         return _lsq_host.fit_batch(law, max_steps, rtol, t, y, w)
+    import jax.numpy as jnp  # noqa: PLC0415
     if N < _TWO_PASS_MIN or max_steps <= _FIRST_PASS_STEPS:
         return tuple(np.asarray(a) for a in _fit_batch(law, max_steps, rtol, jnp.asarray(t), jnp.asarray(y), jnp.asarray(w)))
 
@@ -242,9 +272,8 @@ def _bucket(T: int) -> int:
 
 
 def _to_raw(law_name, v, t0, span, center, scale):
-    cls = get_law(law_name)
     out = {}
-    for i, n in enumerate(cls.param_names):
+    for i, n in enumerate(law_params(law_name)):
         kind = _KIND[n]
         x = v[..., i]
         if kind == "level":
@@ -398,7 +427,7 @@ def fit_laws_batched(
         ValueError: unknown law, bad shapes, ±inf rewards, non-increasing steps, bad ``smooth`` or
             ``bounds``.
     """
-    cls = get_law(law)
+    names = law_params(law)
     max_steps = check_int("max_steps", max_steps, 1)
     if not (isinstance(rtol, (int, float, np.floating, np.integer)) and 0.0 < float(rtol) < 1.0):
         raise InvalidValueError(f"rtol must be a number in (0, 1), got rtol={rtol!r}")
@@ -457,7 +486,7 @@ def fit_laws_batched(
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
         Yn = np.where(mask, (Y - center[:, None]) / scale[:, None], np.nan)
-        met = _metrics(Yn, pred_n, mask, len(cls.param_names), smooth, scale)
+        met = _metrics(Yn, pred_n, mask, len(names), smooth, scale)
     fitted = _to_raw(law, v, t0, span, center, scale)
     status = np.where(ok, "ok", "not_converged").astype("<U17")
     status = np.where(met["delta_bic_flat"] < FLAT_DELTA_BIC, "no_learning", status)
@@ -501,7 +530,7 @@ def fit_law(steps, values, law: str = "three_phase", *, smooth: int | None = Non
         >>> round(float(fit.params["T"]), 3), str(fit.status)
         (20.0, 'ok')
     """
-    get_law(law)
+    law_params(law)
     curve = check_curve(steps, values)
     f = fit_laws_batched(curve.steps, curve.y[None, :], law, smooth=smooth, max_steps=max_steps, bounds=bounds)
     scal = lambda x: x[0] if isinstance(x, np.ndarray) else x  # noqa: E731
@@ -555,4 +584,4 @@ def fit_all_laws(steps, values=None, *, smooth: int | None = None, bounds: tuple
             raise InvalidValueError(f"metric {metric!r} is not a column of the run "
                                     f"(columns: {', '.join(sorted(run.columns)) or 'none'})")
         steps, values = run.series(metric)
-    return LawFits({name: fit_law(steps, values, name, smooth=smooth, bounds=bounds) for name in LAWS})
+    return LawFits({name: fit_law(steps, values, name, smooth=smooth, bounds=bounds) for name in LAW_PARAMS})
