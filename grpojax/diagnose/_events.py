@@ -131,6 +131,20 @@ def noise_sd(y: np.ndarray) -> float:
     return float(np.mean(np.abs(d - np.mean(d)))) * math.sqrt(math.pi / 2.0) / math.sqrt(2.0)
 
 
+def _block_noise_sd(z: np.ndarray, blk: int) -> list[float]:
+    """:func:`noise_sd` of each block of ``blk`` consecutive points (the whole series when shorter), all
+    blocks at once."""
+    m = z.size // blk
+    if m == 0:
+        return [noise_sd(z)]
+    d = np.diff(z[: m * blk].reshape(m, blk), axis=1)
+    med = np.median(d, axis=1, keepdims=True)
+    mad = np.median(np.abs(d - med), axis=1)
+    mean_dev = np.mean(np.abs(d - np.mean(d, axis=1, keepdims=True)), axis=1)
+    return [1.4826 * a / math.sqrt(2.0) if a > 0 else float(b) * math.sqrt(math.pi / 2.0) / math.sqrt(2.0)
+            for a, b in zip(mad.tolist(), mean_dev.tolist())]
+
+
 def binseg_l2(z: np.ndarray, pen: float, min_size: int = 2, n_bkps: int | None = None) -> list[int]:
     """Binary segmentation of ``z`` with the least-squares cost: the sorted breakpoints (each the first index
     of a new segment), not including ``len(z)``.
@@ -227,7 +241,7 @@ def series_events(steps, values, metric: str, cfg: DiagnoseConfig) -> SeriesEven
     # noise grows late (a collapsed run's tail) still offers the change points of its quiet part; each one
     # is then judged against the noise around it
     blk = max(10, 2 * int(cfg.event_window))
-    local = [noise_sd(z[i:i + blk]) for i in range(0, max(n - blk, 0) + 1, blk)]
+    local = _block_noise_sd(z, blk)
     quiet = min([v for v in local if v > 0], default=sigma)
     pen = cfg.event_penalty * quiet ** 2 * math.log(n)
     mins = max(2, int(cfg.event_min_segment))
@@ -257,6 +271,8 @@ def series_events(steps, values, metric: str, cfg: DiagnoseConfig) -> SeriesEven
         left, fl, ssl = _line_at(xl, z[la:lb], mid)
         right, fr, ssr = _line_at(xr, z[ra:rb], mid)
         dof = max(1, (lb - la) + (rb - ra) - 4)
+        if abs(right - left) < cfg.event_min_range * spread:  # too small for an event whatever its noise (most
+            continue  # steps of a trend's staircase): no need for the noise around it
         near = np.r_[z[la:lb], z[ra:rb]]
         scale = max(noise_sd(near) if near.size > 2 else sigma, math.sqrt((ssl + ssr) / dof))
         jump = right - left
