@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -41,9 +42,10 @@ def test_diagnose_writes_json_and_dashboard(tmp_path, capsys):
     assert res["reward_hacking"]["verdict"] == "insufficient_data"
     assert "eval_reward" in res["reward_hacking"]["reason"]
     assert res["policy_concentration"]["verdict"] == "not_detected"
-    assert run["dashboard"] == "dashboard.png"
-    png = (out / "dashboard.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    assert run["dashboard"] == "dashboard.svg" and "dashboard_png" not in run
+    svg = ET.parse(out / "dashboard.svg").getroot()  # well-formed XML
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+    assert not (out / "dashboard.png").exists()  # the PNG only with --plot png / all
 
 
 def test_threshold_override_from_the_command_line(tmp_path):
@@ -92,7 +94,7 @@ def test_real_log_end_to_end(real_logs, tmp_path):
     res = rep["runs"][0]["results"]
     assert res["advantage_degeneracy"]["verdict"] == "detected"
     assert res["mean_field_validity"]["verdict"] in ("valid", "violated", "insufficient_data")
-    assert (out / "dashboard.png").stat().st_size > 20_000
+    assert ET.parse(out / "dashboard.svg").getroot().findall(".//{http://www.w3.org/2000/svg}polyline")
 
 
 @pytest.mark.slow
@@ -151,7 +153,8 @@ def test_forecast_band_is_drawn_and_reported(tmp_path, capsys):
     assert fc["prefix"] == 0.5 and fc["level"] == 0.9 and fc["lo"] <= fc["mean"] <= fc["hi"]
     # the simulated curve settles at 0.8 - 0.5 e^{-t/25} ~ 0.8 long before step 60: the interval holds it
     assert fc["lo"] <= 0.8 <= fc["hi"]
-    assert (out / "dashboard.png").stat().st_size > 20_000
+    svg = (out / "dashboard.svg").read_text()
+    assert 'class="band"' in svg and 'data-series="forecast"' in svg  # the band and its median are drawn
     assert main(["diagnose", str(log), "--out", str(out), "--forecast", "1.5"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--forecast" in err

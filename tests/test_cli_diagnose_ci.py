@@ -94,11 +94,17 @@ def test_plot_all_writes_one_figure_per_finding(tmp_path):
     assert written == {f"finding_{m}.png" for m in found}
     for name in written | {"dashboard.png"}:
         assert (out / name).read_bytes()[:8] == PNG
-    # the default draws the dashboard only; --plot none (and --no-plot) nothing
+    assert run["dashboard"] == "dashboard.svg" and run["dashboard_png"] == "dashboard.png"
+    assert (out / "dashboard.svg").read_text().startswith("<svg")
+    # the default writes the SVG dashboard only; --plot png the PNG only; --plot none (and --no-plot) nothing
     assert main(["diagnose", str(log), "--out", str(tmp_path / "e")]) == 0
-    assert not list((tmp_path / "e").glob("finding_*.png")) and (tmp_path / "e" / "dashboard.png").is_file()
+    assert [p.name for p in (tmp_path / "e").iterdir() if p.suffix in (".png", ".svg")] == ["dashboard.svg"]
+    assert main(["diagnose", str(log), "--out", str(tmp_path / "g"), "--plot", "png"]) == 0
+    assert [p.name for p in (tmp_path / "g").iterdir() if p.suffix in (".png", ".svg")] == ["dashboard.png"]
+    [run] = json.loads((tmp_path / "g" / "diagnosis.json").read_text())["runs"]
+    assert run["dashboard"] == run["dashboard_png"] == "dashboard.png"
     assert main(["diagnose", str(log), "--out", str(tmp_path / "f"), "--plot", "none"]) == 0
-    assert not list((tmp_path / "f").glob("*.png"))
+    assert not list((tmp_path / "f").glob("*.png")) and not list((tmp_path / "f").glob("*.svg"))
 
 
 def test_finding_figure_draws_the_measured_column():

@@ -858,7 +858,7 @@ WRITERS = {
     "advise": (["advise", "--eta", "0.01", "--mu", "0.9", "--k-ref", "4", "--group-size", "8", "--curvature", "0.5",
                 "--json", "{out}/advice.json"], ["advice.json"]),
     "fit": (["fit", LOG, "--law", "exponential", "--out", "{out}"], ["fit.json", "fit_quickstart.png"]),
-    "diagnose": (["diagnose", LOG, "--no-validity", "--out", "{out}"], ["diagnosis.json", "dashboard.png"]),
+    "diagnose": (["diagnose", LOG, "--no-validity", "--out", "{out}"], ["diagnosis.json", "dashboard.svg"]),
     "watch": (["watch", LOG, "--no-live", "--idle-timeout", "0.05", "--poll", "0.01", "--json", "{out}/watch.json"],
               ["watch.json"]),
 }

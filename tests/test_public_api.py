@@ -48,7 +48,7 @@ EXPORTS = {
         "forecast_law", "forecast_window", "forecast_windows"],
     "grpojax.diagnose": ["ALL_MODES", "DEFAULT_CONFIG", "DiagnoseConfig", "Diagnosis", "Evidence", "HEALTH_MODES",
         "MODES", "ModeResult", "VERDICTS", "diagnose"],
-    "grpojax.plot": ["amplitude_figure", "diagnosis_dashboard", "draw_panel", "finding_figure", "fit_figure",
+    "grpojax.plot": ["amplitude_figure", "diagnosis_dashboard", "diagnosis_dashboard_svg", "draw_panel", "finding_figure", "fit_figure",
         "mean_trajectory_figure", "phase_diagram_figure", "predicted_trajectory_figure", "sde_convergence_figure",
         "sde_ensemble_figure", "threshold_comparison_figure", "variance_law_figure"],
     "grpojax.lm": ["CausalLM", "ModelConfig", "TextCodec", "Tokenizer", "WeightLoadError", "char_tokenizer",

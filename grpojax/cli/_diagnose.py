@@ -19,9 +19,10 @@ W&B CSV, OpenRLHF, grpojax JSONL; auto-detected) and diagnose the failure modes 
 hacking, advantage degeneracy, policy concentration, dynamical instability, collapse -- the training-health
 checks (length pathology, learning plateau, clip saturation, KL drift, gradient spikes, reward
 imbalance) and the mean-field validity of the oscillator model. Prints one line per check
-(verdict, severity, the deciding statistic) with its evidence and what to change below, writes DIR/diagnosis.json and DIR/dashboard.png. A log holding several runs (a
-TensorBoard folder of runs, a W&B export of several runs, a file whose step counter restarts) is
-diagnosed run by run: DIR/<run>/diagnosis.json and DIR/<run>/dashboard.png for each, and
+(verdict, severity, the deciding statistic) with its evidence and what to change below, writes
+DIR/diagnosis.json and DIR/dashboard.svg (--plot png: DIR/dashboard.png, drawn by matplotlib). A log
+holding several runs (a TensorBoard folder of runs, a W&B export of several runs, a file whose step
+counter restarts) is diagnosed run by run: DIR/<run>/diagnosis.json and DIR/<run>/dashboard.svg for each, and
 DIR/diagnosis.json with all of them; --run NAME picks one. A detector whose columns are missing
 answers insufficient_data and says which.
 
@@ -42,10 +43,11 @@ def register(subparsers) -> None:
     add_log_read_args(p)
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="override a DiagnoseConfig threshold (repeatable)")
-    p.add_argument("--plot", choices=("dashboard", "all", "none"), default="dashboard",
-                   help="figures to write: dashboard (default: DIR/dashboard.png, every logged metric with the "
-                        "detected episodes shaded), all (the dashboard and one figure per finding, "
-                        "DIR/finding_<mode>.png) or none")
+    p.add_argument("--plot", choices=PLOTS, default="dashboard",
+                   help="figures to write: dashboard (default: DIR/dashboard.svg, every logged metric with the "
+                        "detected episodes shaded and the events marked, written without matplotlib), png (the "
+                        "same dashboard drawn by matplotlib: DIR/dashboard.png), all (both, and one PNG per "
+                        "finding, DIR/finding_<mode>.png) or none")
     p.add_argument("--no-plot", action="store_const", const="none", dest="plot", help="same as --plot none")
     p.add_argument("--fail-on", choices=FAIL_LEVELS, default=None, metavar="{" + ",".join(FAIL_LEVELS) + "}",
                    help="exit with status %d when a finding at or above this level is present (info: any detected "
@@ -78,6 +80,7 @@ def _config(overrides: list[str]):
         raise CLIError(f"--set: {exc}") from None
 
 
+PLOTS = ("dashboard", "png", "all", "none")  # --plot: dashboard is the SVG; png and all draw with matplotlib
 FAIL_LEVELS = ("info", "warning", "critical")
 FINDINGS_STATUS = 3  # --fail-on: 0 nothing at or above the level, 1 and 2 are the errors of every command
 _LEVEL_RANK = {"none": 0, "low": 0, "medium": 1, "high": 2}  # a finding's severity level -> the FAIL_LEVELS index
@@ -243,13 +246,21 @@ def _figures(r, d, folder, out, plot: str, forecast=None) -> dict:
 
     ``forecast``: the reward forecast band ``(steps, median, lo, hi)`` or None.
     """
+    got = {}
+    if plot in ("dashboard", "all"):  # the SVG, from the arrays: no matplotlib
+        from grpojax.plot import diagnosis_dashboard_svg  # noqa: PLC0415
+
+        diagnosis_dashboard_svg(r, d, folder / "dashboard.svg", forecast=forecast)
+        got["dashboard"] = (folder / "dashboard.svg").relative_to(out).as_posix()
+    if plot not in ("png", "all"):
+        return got
     from grpojax.plot import diagnosis_dashboard, finding_figure  # noqa: PLC0415
 
-    got = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         diagnosis_dashboard(r, d, folder / "dashboard.png", forecast=forecast)  # a bare Figure: nothing to close
-        got["dashboard"] = (folder / "dashboard.png").relative_to(out).as_posix()
+        got["dashboard_png"] = (folder / "dashboard.png").relative_to(out).as_posix()
+        got.setdefault("dashboard", got["dashboard_png"])
         if plot == "all":
             got["finding_figures"] = {}
             for mode, res in d.results.items():
@@ -282,8 +293,8 @@ def _one_run(i: int):
 
 
 def _warm_imports(args) -> None:
-    """Import matplotlib (~0.3 s) before a drawing worker is forked, which inherits it."""
-    if args.plot != "none":
+    """Import matplotlib (~0.3 s) before a drawing worker is forked, which inherits it (--plot png and all)."""
+    if args.plot in ("png", "all"):
         import matplotlib.figure  # noqa: F401, PLC0415
         import matplotlib.backends.backend_agg  # noqa: F401, PLC0415
 
@@ -319,18 +330,19 @@ def _draw_run(i: int, d, band) -> dict:
 
 
 class _Drawer:
-    """The figures drawn in one worker process forked as soon as the log is read: it imports matplotlib while
-    this process diagnoses, and draws while this one prints the report and writes the JSON (a second core's
-    worth of wall time). With one core, with ``--plot none``, or once JAX is loaded (a fork of a process running
-    JAX's threads may deadlock), the figures are drawn here, in order."""
+    """The matplotlib figures (``--plot png`` and ``all``) drawn in one worker process forked as soon as the log
+    is read: it imports matplotlib while this process diagnoses, and draws while this one prints the report
+    and writes the JSON (a second core's worth of wall time). The SVG dashboard alone (the default: a few
+    milliseconds, no matplotlib), with one core, or once JAX is loaded (a fork of a process running JAX's
+    threads may deadlock), the figures are drawn here, in order, after the run's report is printed."""
 
     def __init__(self, runs, folders, out, args):
-        import multiprocessing  # noqa: PLC0415
-        from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
-
         self.ex = None
         _DRAW_STATE.update(runs=runs, folders=folders, out=out, args=args)
-        if args.plot != "none" and _workers(2) > 1 and "jax" not in sys.modules:
+        if args.plot in ("png", "all") and _workers(2) > 1 and "jax" not in sys.modules:
+            import multiprocessing  # noqa: PLC0415
+            from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+
             self.ex = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
             self.ex.submit(_warm_drawer)  # forks the worker now
 
@@ -398,8 +410,8 @@ def run(args) -> int:
             for rp in reports for m, res in rp["results"].items()]
     emit_rows(args, rows, extra={"log": str(args.log), "forecasts": {rp.get("run"): rp["forecast"] for rp in reports
                                                                      if "forecast" in rp}})
-    figures = {"none": "", "dashboard": " and the dashboard PNG(s)",
-               "all": " and the dashboard and finding PNG(s)"}[args.plot]
+    figures = {"none": "", "dashboard": " and the dashboard SVG(s)", "png": " and the dashboard PNG(s)",
+               "all": " and the dashboard SVG(s), PNG(s) and finding PNG(s)"}[args.plot]
     say.print(f"wrote {path}" + figures + where)
     if args.fail_on is not None:
         failing = failing_findings(reports, args.fail_on)
