@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import pathlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import Progress
 
 from grpojax._defaults import LAG
 from grpojax._errors import InvalidValueError
 from grpojax._io import to_jsonable, write_json  # noqa: F401  (the CLI's JSON goes through grpojax._io)
-from grpojax._progress import progress as _progress
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
 
 class _OutConsole(Console):
     """stdout: as wide as a table needs when it is a file or a pipe (a terminal keeps its width; so does an
@@ -64,6 +66,8 @@ def refuse_existing(path: str | pathlib.Path, force: bool) -> pathlib.Path:
 
 def progress() -> Progress:
     """The project's progress bar on stderr (use as a context manager)."""
+    from grpojax._progress import progress as _progress  # noqa: PLC0415  (rich.progress: ~9 ms, only for a bar)
+
     return _progress(err_console)
 
 
