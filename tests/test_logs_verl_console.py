@@ -1,8 +1,10 @@
 """The verl console reader against independent readings of the same data: the JSONL file logger's lines of
-the same steps, the row-by-row text path of the table builder, and a regular expression over the whole text."""
+the same steps, the row-by-row text path of the table builder, a regular expression over the whole text, and
+the whole text at once for a log read a piece at a time."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import warnings
@@ -10,9 +12,10 @@ import warnings
 import numpy as np
 import pytest
 
-from grpojax.logs import read_logs
+from grpojax.logs import LogFormatError, LogWarning, _text, read_logs
 from grpojax.logs._table import _FLOAT_BLOCK, TableBuilder
-from grpojax.logs._verl import _STEP_LINE, _step_lines
+from grpojax.logs._text import iter_text, read_text
+from grpojax.logs._verl import _STEP_LINE, _step_lines, read_verl_console
 
 #: what a verl console prints between two metric lines: Ray and vLLM records, a progress bar (its block
 #: characters make the text non-ASCII), a warning, lines that hold "step:" without being a metric line
@@ -130,3 +133,70 @@ def test_step_lines_are_the_whole_text_regex_matches():
         text = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 15)))
         want = [(m.group(1), m.group(2)) for m in _STEP_LINE.finditer(text)]
         assert list(_step_lines(text)) == want, repr(text)
+
+
+def _encoded_texts():
+    """(name, bytes) of logs in every encoding read_text knows, with multi-byte characters and undecodable
+    bytes next to line ends."""
+    text = "step:1 - a:0.5\r\n\u2588\u258f \u00e9t\u00e9 | 3/9\nstep:2 - a:\U0001f600\n\n\u2028x\n" * 200 + "tail"
+    bad = text.encode() + b"\xe2\x82\nstep:3 - a:1\n\xff\xfe\xf0\x9f\n\xc3"
+    return [("plain.log", text.encode()), ("bom8.log", b"\xef\xbb\xbf" + text.encode()), ("bad.log", bad),
+            ("nonl.log", b"step:1 - a:1 " * 50), ("empty.log", b""), ("bom16.log", text.encode("utf-16")),
+            ("le16.log", ("step:1 - a:0.5\nnoise\n" * 300).encode("utf-16-le")), ("bom32.log", text.encode("utf-32")),
+            ("gz.log", gzip.compress(bad))]
+
+
+@pytest.mark.parametrize("piece", [1, 2, 3, 7, 64, 1 << 20])
+def test_text_pieces_join_to_the_text(tmp_path, piece):
+    for name, raw in _encoded_texts():
+        p = tmp_path / name
+        p.write_bytes(raw)
+        pieces = list(iter_text(str(p), piece))
+        assert "".join(pieces) == read_text(str(p)), name
+        assert all(x.endswith("\n") for x in pieces[:-1]), name
+        if name.endswith(("16.log", "32.log")) or piece == 1 << 20 or name in ("nonl.log", "empty.log"):
+            assert len(pieces) <= 1, name
+        else:  # (the first piece holds the 4096 bytes that tell the encoding)
+            assert len(pieces) > len(raw) // max(piece, 300) // 2, name
+
+
+@pytest.mark.parametrize("piece", [5, 300, 4096])
+def test_verl_log_read_in_pieces_is_read_as_its_whole_text(tmp_path, monkeypatch, piece):
+    console, _ = _logs(400, seed=1)
+    head = "(TaskRunner pid=1) {'actor_rollout_ref': {'rollout': {'n': 6}}, 'algorithm': {'adv_estimator': 'grpo'}}\n"
+    p = tmp_path / "run.log"
+    p.write_text(head + console)
+    monkeypatch.setattr(_text, "TEXT_PIECE", piece)
+    got = _read(p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = read_verl_console(str(p), text=head + console)[0]
+    assert len(list(iter_text(str(p)))) > 1 or piece == 4096
+    np.testing.assert_array_equal(got.steps, want.steps)
+    assert list(got.columns) == list(want.columns)
+    for k in got.columns:
+        np.testing.assert_array_equal(got.columns[k], want.columns[k], err_msg=k)
+    assert got.meta["group_size"] == want.meta["group_size"] == 6
+    assert {k: v for k, v in got.meta.items() if k != "read"} == {k: v for k, v in want.meta.items() if k != "read"}
+
+
+def test_verl_log_with_a_trl_entry_is_still_refused_with_its_line(tmp_path, monkeypatch):
+    console, _ = _logs(300, seed=2)
+    lines = console.splitlines(keepends=True)
+    lines.insert(500, "{'loss': 0.1, 'reward': 0.5, 'epoch': 0.2}\n")
+    p = tmp_path / "mixed.log"
+    p.write_text("".join(lines))
+    monkeypatch.setattr(_text, "TEXT_PIECE", 64)
+    with pytest.raises(LogFormatError, match="mixes two log formats") as e:
+        read_logs(p)
+    assert "1 trl_console entries (first at line 501)" in str(e.value)
+    with pytest.warns(LogWarning, match="read as verl_console as asked"):
+        run = read_logs(p, format="verl_console")[0]
+    assert run.steps.size == 300
+
+
+def test_blank_verl_log_is_an_empty_file(tmp_path):
+    p = tmp_path / "blank.log"
+    p.write_text(" \n\n\t\n")
+    with pytest.raises(LogFormatError, match="empty file"):
+        read_verl_console(str(p))

@@ -17,7 +17,7 @@ from grpojax.logs._trackers import TRACKER_FORMATS, is_tracker_dir, read_tracker
 from grpojax.logs._hparams import attach_hparams, hparam_files_in, is_hparam_file
 from grpojax.logs._names import STEP_MAPPING, USER_MAPPING, check_mapping
 from grpojax.logs._runlog import LogFormatError, LogWarning, RunLog, merge_runs
-from grpojax.logs._text import find_event_dirs, is_event_file, plain_name, read_head, read_text
+from grpojax.logs._text import find_event_dirs, is_event_file, iter_text, plain_name, read_head, read_text
 
 __all__ = ["read_log", "read_logs", "detect_format", "FORMATS"]
 
@@ -292,6 +292,10 @@ def _read_detected(path: str) -> list[RunLog]:
 def _read_file(path: str, fmt: str, *, forced: bool) -> list[RunLog]:
     """Read one file as ``fmt``; ``forced``: the caller chose the format (mixed consoles warn, not fail)."""
     try:
+        if fmt == "verl_console":
+            runs = _verl_console_pieces(path)
+            if runs is not None:
+                return runs
         if fmt in _CONSOLE_FORMATS:
             text = read_text(path)
             fmt = _one_console_format(path, text, fmt, forced)
@@ -353,6 +357,19 @@ def _console_entries(text: str, fmt: str, *, validate: bool) -> tuple[int, int] 
             first = m.start()
         count += 1
     return None if first is None else (text.count("\n", 0, first) + 1, count)
+
+
+def _verl_console_pieces(path: str) -> list[RunLog] | None:
+    """A verl console log read a piece of its text at a time (a log of 10^6 lines is never in memory
+    whole); None when the file also holds entries of another console format: the caller reads its whole
+    text then, to say which and where (or to read the one format asked for)."""
+    parser = _verl.ConsoleParser(path)
+    others = [f for f in _CONSOLE_FORMATS if f != "verl_console"]
+    for piece in iter_text(path):
+        parser.feed(piece)
+        if any(_console_entries(piece, f, validate=True) is not None for f in others):
+            return None  # (an entry lies within one line, and every piece is whole lines)
+    return parser.finish()
 
 
 def _one_console_format(path: str, text: str, fmt: str, forced: bool) -> str:

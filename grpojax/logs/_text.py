@@ -16,7 +16,7 @@ import zlib
 
 from grpojax.logs._runlog import LogFormatError
 
-__all__ = ["load_text", "read_text", "read_head", "decode_text", "plain_name", "run_name", "is_event_file",
+__all__ = ["load_text", "read_text", "iter_text", "read_head", "decode_text", "plain_name", "run_name", "is_event_file",
            "find_event_dirs", "event_files"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -71,6 +71,49 @@ def read_text(path: str) -> str:
     """The file's text (decompressed and decoded as the module docstring says); a folder is a
     :class:`LogFormatError`."""
     return decode_text(_read_bytes(path)[0])
+
+
+#: bytes of a log decoded at a time by iter_text (its text is never held whole)
+TEXT_PIECE = 1 << 23
+
+
+def iter_text(path: str, piece: int | None = None):
+    """The file's text, decoded as :func:`read_text` decodes it, in pieces of about ``piece`` bytes, each
+    ending at a line end (``\\n``) or the end of the file, so that a long log is never in memory at once.
+
+    UTF-8 (most logs; gzip-compressed too) is decoded a piece at a time: a piece ends after a newline
+    byte, which is never inside a multi-byte character, so the pieces joined are :func:`read_text`'s
+    text, undecodable bytes included. A file in UTF-16 or UTF-32 is one piece. A folder is a
+    :class:`LogFormatError`. ``piece``: default :data:`TEXT_PIECE`.
+    """
+    piece = piece or TEXT_PIECE
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == _GZIP_MAGIC
+        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
+            buf = f.read(max(piece, 4096))  # (the encoding is told by the first 4096 bytes, as read_text does)
+            enc, skip = _encoding(buf)
+            if enc != "utf-8":
+                yield (buf + f.read())[skip:].decode(enc, errors="replace")
+                return
+            buf = buf[skip:]
+            while True:
+                more = f.read(piece)
+                if not more:
+                    if buf:
+                        yield buf.decode("utf-8", errors="replace")
+                    return
+                buf += more
+                cut = buf.rfind(b"\n", len(buf) - len(more)) + 1  # the last newline of the new bytes
+                if cut:
+                    yield buf[:cut].decode("utf-8", errors="replace")
+                    buf = buf[cut:]
+    except IsADirectoryError:
+        raise LogFormatError(path, "is a folder, expected a file") from None
+    except (OSError, EOFError, zlib.error) as e:
+        if isinstance(e, (FileNotFoundError, PermissionError)):
+            raise
+        raise LogFormatError(path, f"gzip-compressed but cannot be decompressed ({e})") from None
 
 
 def read_head(path: str, limit: int) -> tuple[bytes, str, bool]:

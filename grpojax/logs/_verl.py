@@ -21,13 +21,14 @@ import re
 from grpojax.logs._generic import is_question_row, join_question_evals
 from grpojax.logs._runlog import LogFormatError, warn
 from grpojax.logs._table import TableBuilder
-from grpojax.logs._text import load_text, run_name
+from grpojax.logs._text import iter_text, load_text, run_name
 
 __all__ = ["read_verl_console", "read_verl_jsonl", "looks_like_verl_console"]
 
 _STEP_LINE = re.compile(r"(?:^|[\s\]\)>]|\x1b\[[0-9;]*[A-Za-z])step:(\d+) - (.*)$", re.M)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PAIR = re.compile(r"([^\s:][^:]*?):(\S+)(?: - |\s*$)")
+_HEAD = 200_000  # characters at the start of a console log searched for the config dump
 _WRAP = re.compile(r"^(?:np\.)?(?:float|int)\d*\((.*)\)$|^tensor\((.*?)(?:, .*)?\)$")
 
 
@@ -52,46 +53,79 @@ def _config_meta(text: str, meta: dict) -> None:
 
 
 def read_verl_console(path: str | os.PathLike, text: str | None = None):
-    """Read a verl console log.
+    """Read a verl console log (``text``: its text, else the file is read a piece at a time, never whole).
 
     Returns:
         One :class:`RunLog` (format ``"verl_console"``).
     """
-    path, text = load_text(path, text)
-    ansi = "\x1b" in text  # colour codes are removed from the step lines only (not a copy of the whole file)
-    tb = TableBuilder(path)
-    meta: dict = {}
-    bad = 0
-    add = tb.add_text_kv  # rows of numbers become float arrays as they come, not tuples of strings
-    key_list: list = []
-    keys: tuple = ()
-    for step, body in _step_lines(text):
-        body = body.rstrip()
-        if ansi and "\x1b" in body:
-            body = _ANSI.sub("", body).rstrip()
-        # fast path: every "k:v" item has exactly one ':' -> split once, keys/values by slicing
-        parts = body.replace(":", " - ").split(" - ")
-        if len(parts) % 2 == 0 and body.count(":") == len(parts) // 2 and "" not in parts:
-            ks = parts[0::2]
-            if ks != key_list:  # the same names as the line before: the same signature tuple, hashed once
-                key_list, keys = ks, tuple(ks)
-            vals = parts[1::2]
-        else:
-            pairs = _PAIR.findall(body)
-            if not pairs:
-                bad += 1
-                continue
-            ks, vals = zip(*pairs)
-            key_list, keys = list(ks), ks
-        if ")" in body:
-            vals = [_unwrap(v) for v in vals]
-        add(int(step), keys, tuple(vals))
-    if len(tb) == 0:
-        raise LogFormatError(path, "no verl 'step:N - key:value' lines found")
-    if bad:
-        warn(path, f"{bad} step line(s) without key:value pairs were skipped", meta)
-    _config_meta(_ANSI.sub("", text[:200_000]) if ansi else text[:200_000], meta)
-    return tb.finish_runs(name=run_name(path), format="verl_console", meta=meta)
+    if text is not None:
+        path, text = load_text(path, text)
+        pieces = (text,)
+    else:
+        path = str(path)
+        pieces = iter_text(path)
+    parser = ConsoleParser(path)
+    for piece in pieces:
+        parser.feed(piece)
+    return parser.finish()
+
+
+class ConsoleParser:
+    """The rows of a verl console log fed as pieces of its text that end at line ends (whole lines):
+    :meth:`finish` gives what :func:`read_verl_console` returns for the text of all the pieces."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.tb = TableBuilder(path)
+        self.bad = 0
+        self.head = ""  # the text's first _HEAD characters: the config dump (group size, estimator, name)
+        self.blank = True  # no piece so far holds more than whitespace
+        self._names: tuple[list, tuple] = ([], ())  # the last line's names, as a list and as a tuple
+
+    def feed(self, piece: str) -> None:
+        """Read the step lines of ``piece`` (whole lines of the log, in order)."""
+        if self.blank and piece and not piece.isspace():
+            self.blank = False
+        if len(self.head) < _HEAD:
+            self.head += piece[: _HEAD - len(self.head)]
+        ansi = "\x1b" in piece  # colour codes are removed from the step lines only (not a copy of the text)
+        add = self.tb.add_text_kv  # rows of numbers become float arrays as they come, not tuples of strings
+        key_list, keys = self._names
+        for step, body in _step_lines(piece):
+            body = body.rstrip()
+            if ansi and "\x1b" in body:
+                body = _ANSI.sub("", body).rstrip()
+            # fast path: every "k:v" item has exactly one ':' -> split once, keys/values by slicing
+            parts = body.replace(":", " - ").split(" - ")
+            if len(parts) % 2 == 0 and body.count(":") == len(parts) // 2 and "" not in parts:
+                ks = parts[0::2]
+                if ks != key_list:  # the same names as the line before: the same signature tuple, hashed once
+                    key_list, keys = ks, tuple(ks)
+                vals = parts[1::2]
+            else:
+                pairs = _PAIR.findall(body)
+                if not pairs:
+                    self.bad += 1
+                    continue
+                ks, vals = zip(*pairs)
+                key_list, keys = list(ks), ks
+            if ")" in body:
+                vals = [_unwrap(v) for v in vals]
+            add(int(step), keys, tuple(vals))
+        self._names = (key_list, keys)
+
+    def finish(self):
+        """The runs read (a list of :class:`RunLog`); an empty text or one without step lines is a
+        :class:`LogFormatError`."""
+        path, meta = self.path, {}
+        if self.blank:
+            raise LogFormatError(path, "empty file")
+        if len(self.tb) == 0:
+            raise LogFormatError(path, "no verl 'step:N - key:value' lines found")
+        if self.bad:
+            warn(path, f"{self.bad} step line(s) without key:value pairs were skipped", meta)
+        _config_meta(_ANSI.sub("", self.head) if "\x1b" in self.head else self.head, meta)
+        return self.tb.finish_runs(name=run_name(path), format="verl_console", meta=meta)
 
 
 def _step_lines(text: str):
