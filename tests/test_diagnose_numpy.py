@@ -108,3 +108,34 @@ def test_diagnose_imports_neither_jax_nor_scipy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_numpy_branches_of_the_matrix_exponential_give_the_where_numbers():
+    """NumPy evaluates each branch of expm2_terms on its own entries; the numbers are those of evaluating every
+    branch everywhere and selecting (the JAX form), bit for bit: near zeta = 1, over- and underdamped,
+    overflowing, NaN and infinite entries, and the broadcast shapes of a batched fit."""
+    from grpojax._curve_laws import _expm2_terms_numpy, _expm2_terms_where
+
+    rng = np.random.default_rng(4)
+    cases = []
+    for trial in range(60):
+        n = int(rng.integers(1, 400))
+        s = rng.standard_normal(n) * 10.0 ** rng.uniform(-4, 2, n)
+        d = rng.standard_normal(n) * 10.0 ** rng.uniform(-4, 3, n)
+        if trial % 3 == 0:
+            d = s * s * (1 + rng.choice([0.0, 1e-12, -1e-12, 1e-3], n))
+        if trial % 4 == 0:
+            s[rng.integers(0, n, 3)] = np.nan
+            d[rng.integers(0, n, 2)] = np.inf
+        cases.append((s, d, rng.uniform(0, 500, n) * (rng.random(n) < 0.9)))
+    cases.append((rng.standard_normal((9, 1)), rng.standard_normal((9, 1)) ** 2, np.linspace(0.0, 3.0, 200)))
+    n_branches = set()
+    with np.errstate(all="ignore"):
+        for s, d, t in cases:
+            got, want = _expm2_terms_numpy(s, d, t), _expm2_terms_where(s, d, t, np)
+            for g, w in zip(got, want):
+                assert g.shape == w.shape and g.dtype == w.dtype
+                np.testing.assert_array_equal(g, w)
+            q2 = s * s - d
+            n_branches |= {int(np.sign(v)) for v in np.ravel(q2) if np.isfinite(v)}
+    assert n_branches == {-1, 0, 1}
