@@ -14,7 +14,7 @@ import pytest
 
 from grpojax.logs import LogFormatError, LogWarning, _text, read_logs
 from grpojax.logs._table import _FLOAT_BLOCK, TableBuilder
-from grpojax.logs._text import iter_text, read_text
+from grpojax.logs._text import holds_any, iter_text, read_text
 from grpojax.logs._verl import _STEP_LINE, _step_lines, read_verl_console
 
 #: what a verl console prints between two metric lines: Ray and vLLM records, a progress bar (its block
@@ -200,3 +200,25 @@ def test_blank_verl_log_is_an_empty_file(tmp_path):
     p.write_text(" \n\n\t\n")
     with pytest.raises(LogFormatError, match="empty file"):
         read_verl_console(str(p))
+
+
+def test_holds_any_is_any_needle_in_the_bytes():
+    rnd = random.Random(5)
+    alphabet = "ab'=_r\u00e9\n"
+    needles = ("'r'", "a=", "'b_", "rab=", "=", "r_'")
+    for _ in range(3000):
+        raw = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 14))).encode()
+        ns = rnd.sample(needles, rnd.randint(1, 3))
+        assert holds_any(raw, ns) == any(n.encode() in raw for n in ns), (raw, ns)
+
+
+def test_verl_log_with_an_openrlhf_bar_is_refused(tmp_path, monkeypatch):
+    console, _ = _logs(200, seed=4)
+    lines = console.splitlines(keepends=True)
+    bar = "Train epoch [1/1]:  10%|\u2588 | 10/100 [00:10<01:30, 1.00s/it, policy_loss=0.1, reward=0.5]\n"
+    lines.insert(300, bar)
+    p = tmp_path / "mixed.log"
+    p.write_text("".join(lines))
+    monkeypatch.setattr(_text, "TEXT_PIECE", 256)
+    with pytest.raises(LogFormatError, match=r"and 1 openrlhf_console entries \(first at line 301\)"):
+        read_logs(p)

@@ -17,7 +17,8 @@ from grpojax.logs._trackers import TRACKER_FORMATS, is_tracker_dir, read_tracker
 from grpojax.logs._hparams import attach_hparams, hparam_files_in, is_hparam_file
 from grpojax.logs._names import STEP_MAPPING, USER_MAPPING, check_mapping
 from grpojax.logs._runlog import LogFormatError, LogWarning, RunLog, merge_runs
-from grpojax.logs._text import find_event_dirs, is_event_file, iter_text, plain_name, read_head, read_text
+from grpojax.logs._text import (find_event_dirs, holds_any, is_event_file, iter_text, plain_name, read_head,
+                                read_text)
 
 __all__ = ["read_log", "read_logs", "detect_format", "FORMATS"]
 
@@ -364,12 +365,17 @@ def _verl_console_pieces(path: str) -> list[RunLog] | None:
     whole); None when the file also holds entries of another console format: the caller reads its whole
     text then, to say which and where (or to read the one format asked for)."""
     parser = _verl.ConsoleParser(path)
-    others = [f for f in _CONSOLE_FORMATS if f != "verl_console"]
-    for piece in iter_text(path):
+    for raw, piece in iter_text(path, with_bytes=True):
         parser.feed(piece)
-        if any(_console_entries(piece, f, validate=True) is not None for f in others):
-            return None  # (an entry lies within one line, and every piece is whole lines)
+        for fmt, words in _ENTRY_WORDS.items():  # (an entry lies within one line; every piece is whole lines)
+            if (raw is None or holds_any(raw, words)) and _console_entries(piece, fmt, validate=True) is not None:
+                return None
     return parser.finish()
+
+
+#: the other console formats, each with the words one of which every entry of it holds (a piece without
+#: any has none, found in one pass over its bytes)
+_ENTRY_WORDS = {"trl_console": _trl._KNOWN, "openrlhf_console": _openrlhf._FULL}
 
 
 def _one_console_format(path: str, text: str, fmt: str, forced: bool) -> str:
