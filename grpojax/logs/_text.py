@@ -127,19 +127,23 @@ def iter_text(path: str, piece: int | None = None, *, with_bytes: bool = False):
 def holds_any(raw: bytes, needles) -> bool:
     """Whether any of the ASCII strings ``needles`` occurs in the UTF-8 bytes ``raw`` (so in their text:
     an ASCII byte is never part of a multi-byte character): ``any(n.encode() in raw for n in needles)``,
-    with one vectorised pass over ``raw`` per distinct last character instead of one search per needle."""
+    with one vectorised pass over ``raw`` per distinct first (or last, when fewer) character instead of one
+    search per needle."""
     a = np.frombuffer(raw, dtype=np.uint8)
-    ends: dict[str, list[str]] = {}
+    at_end = len({n[-1] for n in needles}) <= len({n[0] for n in needles})
+    groups: dict[str, list[str]] = {}
     for n in needles:
-        ends.setdefault(n[-1], []).append(n)
-    for last, group in ends.items():
-        at = np.flatnonzero(a == ord(last))
+        groups.setdefault(n[-1] if at_end else n[0], []).append(n)
+    for c, group in groups.items():
+        where = np.flatnonzero(a == ord(c))
         for n in group:
-            p = at[at >= len(n) - 1]
-            for j in range(1, len(n)):  # keep the places where the j-th byte before the last matches too
-                p = p[a[p - j] == ord(n[-1 - j])]
-                if not p.size:
-                    break
+            k = len(n) - 1 if at_end else 0  # the anchor's place in the needle
+            p = where[(where >= k) & (where <= a.size - len(n) + k)] - k  # where the needle would start
+            for j in range(len(n)):  # keep the starts where its j-th byte matches too
+                if j != k:
+                    p = p[a[p + j] == ord(n[j])]
+                    if not p.size:
+                        break
             if p.size:
                 return True
     return False
