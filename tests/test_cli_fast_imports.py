@@ -125,3 +125,28 @@ def test_lazy_names_are_the_typed_imports(package):
     assert table is not None and table == typed
     assert set(table) <= set(dir(mod))
     assert not hasattr(mod, "no_such_name")
+
+
+def test_fit_figure_from_the_worker_equals_the_one_drawn_in_process(tmp_path):
+    """With two cores ``fit --prefix`` draws its figure in a forked worker while it forecasts; pinned to one core it
+    draws in its own process. Both write the same PNG, byte for byte, and the same fit.json."""
+    log = tmp_path / "run.jsonl"
+    _log(log, n=150, seed=3)
+    code = """
+        import json, os, sys
+        if sys.argv[3] == "one":
+            os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+        from grpojax.cli import main
+        rc = main(["fit", sys.argv[1], "--prefix", "0.4", "--out", sys.argv[2]])
+        print(json.dumps({"rc": rc, "mpl": "matplotlib" in sys.modules}))
+    """
+    if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores and os.sched_setaffinity (Linux) to compare the worker's figure with the inline one")
+    two = _modules_after(code, str(log), str(tmp_path / "two"), "two")
+    one = _modules_after(code, str(log), str(tmp_path / "one"), "one")
+    assert two == {"rc": 0, "mpl": False}  # matplotlib was imported by the worker only
+    assert one == {"rc": 0, "mpl": True}
+    png = "fit_run.png"
+    assert (tmp_path / "two" / png).read_bytes() == (tmp_path / "one" / png).read_bytes()
+    fit_two, fit_one = (json.loads((tmp_path / d / "fit.json").read_text()) for d in ("two", "one"))
+    assert fit_two["runs"] == fit_one["runs"] and fit_two["runs"]["run"]["figure"] == png

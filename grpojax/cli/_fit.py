@@ -120,7 +120,7 @@ def _target_json(wf, target: float, observed: float, bounds, metric: str) -> dic
     """``--target``: P(window mean >= target) from the forecast's predictive distribution (the metric's range:
     ``bounds``, or the known range of the metric's name, as the forecast's), and whether the run got there
     (None while the window is not logged)."""
-    from grpojax.fit._data import metric_bounds  # noqa: PLC0415  (loaded with the forecast)
+    from grpojax.fit import metric_bounds  # noqa: PLC0415  (loaded with the forecast)
 
     bounds = metric_bounds(metric) if bounds is None else bounds
     return {"target": target, "p_at_least": wf.prob_at_least(target, bounds=bounds),
@@ -170,6 +170,66 @@ def _sampling(label: str, n_points: int, args, fn):
     return out
 
 
+def _law_fits(r, laws, args):
+    """One run's curve, its law fits and, with --prefix, the laws' forecasts from the prefix."""
+    from grpojax.fit import fit_law, forecast_law  # noqa: PLC0415  (NumPy: JAX and numpyro only with --bayes)
+
+    steps, y = r.series(args.metric)
+    fits = {}
+    for law in laws:
+        try:
+            fits[law] = fit_law(steps, y, law, smooth=args.smooth, bounds=args.bounds)
+        except ValueError as exc:  # a curve the fit refuses (too short, constant): say whose
+            raise CLIError(f"{args.log}: run {r.name!r}, {args.metric}: {exc}") from None
+    fcs = {law: forecast_law(steps, y, args.prefix, law) for law in laws} if args.prefix is not None else {}
+    return steps, y, fits, fcs
+
+
+def _draw_fit(path, steps, y, fits, fcs, bayes, bfc, title: str, metric: str) -> None:
+    """Draw one run's figure and write it to ``path`` (PNG)."""
+    from grpojax.plot import fit_figure  # noqa: PLC0415  (a bare Figure: no pyplot, nothing to close)
+
+    fig = fit_figure(steps, y, law_fits=fits, bayes=bayes, forecasts=fcs or None, bayes_forecast=bfc,
+                     title=title, ylabel=f"{metric} (as logged)")
+    save_figure(fig, path, dpi=110)
+
+
+def _warm_drawer() -> None:
+    import matplotlib.backends.backend_agg  # noqa: F401, PLC0415
+
+    from grpojax.plot import fit_figure  # noqa: F401, PLC0415
+
+
+class _Drawer:
+    """The figures drawn by one worker process forked before the window forecasts: it imports matplotlib and draws
+    on a second core while this process forecasts (about half a second of a 1,000-step fit --prefix). With one
+    core, or with JAX loaded (--bayes: a fork of a process running JAX's threads may deadlock, and the figure
+    needs the posterior), ``submit`` returns None and the caller draws in this process."""
+
+    def __init__(self, enabled: bool):
+        import os  # noqa: PLC0415
+
+        self.ex = None
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cores = os.cpu_count() or 1
+        if enabled and cores > 1 and "jax" not in sys.modules:
+            import multiprocessing  # noqa: PLC0415
+            from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+
+            self.ex = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+            self.ex.submit(_warm_drawer)  # forks the worker now
+
+    def submit(self, *args):
+        """``_draw_fit(*args)`` in the worker: a callable that waits for the file (and raises the worker's error)."""
+        return None if self.ex is None else self.ex.submit(_draw_fit, *args).result
+
+    def close(self) -> None:
+        if self.ex is not None:
+            self.ex.shutdown(wait=True, cancel_futures=True)
+
+
 def _fc_json(fc):
     return {k: getattr(fc, k) for k in ("method", "fraction", "n_train", "n_test", "rmse", "mae", "coverage90", "status")}
 
@@ -178,7 +238,6 @@ def run(args) -> int:
     import numpy as np  # noqa: PLC0415
 
     from grpojax._curve_laws import PARAMS as LAWS  # noqa: PLC0415  (the law names, without JAX)
-    from grpojax.fit import fit_law, forecast_law  # noqa: PLC0415  (NumPy: JAX and numpyro only with --bayes)
 
     if args.prefix is not None and not 0.0 < args.prefix < 1.0:
         raise CLIError(f"--prefix must be in (0, 1), got {args.prefix}")
@@ -229,6 +288,13 @@ def run(args) -> int:
         if args.smooth is not None and args.smooth > r.count(args.metric):
             raise CLIError(f"--smooth {args.smooth} is longer than run {r.name!r}, which has {r.count(args.metric)} "
                            f"points of {args.metric}; use at most {r.count(args.metric)}")
+    # the law fits first: without --bayes each run's figure needs only them, and is drawn by a worker process
+    # while the window forecasts run here
+    drawer = _Drawer(not args.no_plot and not args.bayes)
+    curves = [_law_fits(r, laws, args) for r in runs]
+    figures = [folder / f"fit_{slug(r.name)}.png" for r, folder in zip(runs, folders)]
+    drawn = [drawer.submit(path, *c, None, None, f"{r.name}: {args.metric}", args.metric)
+             for r, path, c in zip(runs, figures, curves)]
     windows, observed = (_window_forecasts(runs, args, args.seed) if args.prefix is not None
                          else ([None] * len(runs), [None] * len(runs)))
     wtable, vote_lines, target_lines = None, [], []
@@ -237,22 +303,10 @@ def run(args) -> int:
                              f"{args.prefix:.0%} (90% interval)")
         for col in ("run", "method", "status", "forecast", "interval", "reached", "covered"):
             wtable.add_column(col)
-    for r, folder, wf, obs in zip(runs, folders, windows, observed):
-        steps, y = r.series(args.metric)
-        entry = {"n_points": int(len(steps)), "laws": {}, "forecasts": {}}
-        fits = {}
-        for law in laws:
-            try:
-                f = fit_law(steps, y, law, smooth=args.smooth, bounds=args.bounds)
-            except ValueError as exc:  # a curve the fit refuses (too short, constant): say whose
-                raise CLIError(f"{args.log}: run {r.name!r}, {args.metric}: {exc}") from None
-            fits[law] = f
-            entry["laws"][law] = _law_json(f)
-        fcs = {}
-        if args.prefix is not None:
-            for law in laws:
-                fcs[law] = forecast_law(steps, y, args.prefix, law)
-                entry["forecasts"][law] = _fc_json(fcs[law])
+    for r, folder, wf, obs, (steps, y, fits, fcs), figure, done in zip(runs, folders, windows, observed, curves,
+                                                                        figures, drawn):
+        entry = {"n_points": int(len(steps)), "laws": {law: _law_json(f) for law, f in fits.items()},
+                 "forecasts": {law: _fc_json(fc) for law, fc in fcs.items()}}
         bayes = bfc = None
         if args.bayes:
             with warnings.catch_warnings(record=True) as caught:
@@ -301,15 +355,14 @@ def run(args) -> int:
                             f"{pl['q50']:.4g} [{pl['q05']:.4g}, {pl['q95']:.4g}]",
                             f"{bfc.rmse:.4g}" if bfc else "-"][:len(table.columns)])
         if not args.no_plot:
-            from grpojax.plot import fit_figure  # noqa: PLC0415  (a bare Figure: no pyplot, nothing to close)
-
-            fig = fit_figure(steps, y, law_fits=fits, bayes=bayes, forecasts=fcs or None, bayes_forecast=bfc,
-                             title=f"{r.name}: {args.metric}", ylabel=f"{args.metric} (as logged)")
-            name = f"fit_{slug(r.name)}.png"
-            save_figure(fig, folder / name, dpi=110)
-            entry["figure"] = (folder / name).relative_to(out).as_posix()
+            if done is None:
+                _draw_fit(figure, steps, y, fits, fcs, bayes, bfc, f"{r.name}: {args.metric}", args.metric)
+            else:
+                done()  # the worker's figure is written (its error, if any, raised here)
+            entry["figure"] = figure.relative_to(out).as_posix()
         if folder != out:
             write_json(folder, "fit.json", {"log": str(args.log), "metric": args.metric, "runs": {r.name: entry}})
+    drawer.close()
     path = write_json(out, "fit.json", report)
     say = err_console if to_stdout(args) else console
     if emit_rows(args, _rows(report), extra={"log": str(args.log), "metric": args.metric}):
