@@ -181,15 +181,15 @@ def test_growing_oscillation_is_instability_and_stationary_noise_is_not():
     assert calm.verdict == "not_detected"
 
 
-def test_oscillation_false_positive_rate_under_white_noise_is_small():
-    """50 stationary white-noise runs: the F-test gate keeps false detections at ~alpha (<= 3 of 50)."""
+def test_oscillation_false_positive_rate_under_white_noise_is_small(test_seed):
+    """50 stationary white-noise runs: the F-test gate keeps false detections at most at its level alpha; band:
+    the binomial band of 50 draws at alpha (<= 4; measured 3 detections in 2,000 such runs, 0.15 %)."""
     hits = 0
     for seed in range(50):
-        rng = np.random.default_rng(100 + seed)
+        rng = np.random.default_rng(100 + seed + 50 * test_seed)
         run = {"reward_mean": 0.5 + 0.05 * rng.standard_normal(60)}
         hits += detect_dynamical_instability(as_run(run), DEFAULT_CONFIG).verdict == "detected"
-    # P(Binomial(50, 0.01) >= 4) < 2e-3
-    assert hits <= 3
+    assert hits <= count_limits(50, DEFAULT_CONFIG.oscillation_alpha)[1], hits
 
 
 def test_grad_norm_growth_nonfinite_and_posterior_trigger_instability():
