@@ -49,6 +49,8 @@ Probabilities of the same event from:
   block residual bootstrap plus the noise of the window mean); a sigmoid that could not be fitted is
   scored as persistence (counted).
 
+Also: the calibration that ships, on the series of the repositories it was not learned from (no fold).
+
 Scores: coverage of the 90% interval pooled over series, per repository and averaged over repositories;
 the Brier score ``mean (p − outcome)²`` pooled over series and targets, per ``k``, per repository; the
 difference to each baseline with a 90% interval from a bootstrap over repositories (2,000 resamples,
@@ -309,6 +311,39 @@ def summarise(rows, prefixes):
     return out
 
 
+def shipped_check(real, prefixes) -> dict:
+    """What ships, on what it was not learned from: the shipped calibration (``default_calibration()``, learned
+    from the committed records of ``forecast_real_runs.TRAIN_RECORDS``) on the series of the repositories
+    those records do not hold. ``{prefix: {n_series, n_repos, repos, coverage_pooled, brier}}``."""
+    import forecast_real_runs as frr
+
+    from grpojax._exceedance import prob_at_least
+    from grpojax.fit._calibration import default_calibration
+
+    seen = set()
+    for path in frr.TRAIN_RECORDS:
+        if pathlib.Path(path).is_file():
+            seen |= {r["repo"].lower() for r in json.loads(pathlib.Path(path).read_text())["records"]}
+    cal = default_calibration()
+    out = {}
+    for f in prefixes:
+        sel = [r for r in real if r["prefix"] == f and r["repo"].lower() not in seen]
+        cov, p, o = [], [], []
+        for r in sel:
+            cf = _combined(r, cal)
+            cov.append(cf["lo"] <= r["truth"] <= cf["hi"])
+            ts = targets(r)
+            if ts.size:
+                p += np.atleast_1d(prob_at_least({"quantiles": {"taus": cf["taus"], "values": cf["quantiles"]}},
+                                                 ts)).tolist()
+                o += [float(r["truth"] >= t) for t in ts]
+        out[str(f)] = {"n_series": len(sel), "n_repos": len({r["repo"] for r in sel}),
+                       "repos": sorted({r["repo"] for r in sel}, key=str.lower),
+                       "coverage_pooled": float(np.mean(cov)) if cov else None,
+                       "brier": brier(p, o) if p else None}
+    return out
+
+
 def verdicts(summary, prefixes) -> dict:
     out = {}
     for f in prefixes:
@@ -329,7 +364,7 @@ def markdown(res) -> str:
     prefixes = res["prefixes"]
     L = [f"# {NAME}: 90% coverage and P(final ≥ target), leave one repository out", "",
          f"Command: `{res['command']}`; {res['runtime_s']:.0f} s ({res['forecast_s']:.0f} s of forecasts, "
-         f"{res['load']} at the start).", "",
+         f"{res['load']} at the start)" + (f"; {res['earlier']}" if res.get("earlier") else "") + ".", "",
          f"Corpus: {res['n_series']} series from {res['n_repos']} repositories "
          f"({'; '.join(res['corpora'])}); training-only records of {len(res['train_only']['repos'])} more "
          f"repositories. Final reward = the mean over the last {res['window']:.0%} of the steps. Targets "
@@ -367,6 +402,16 @@ def markdown(res) -> str:
         L.append(f"| {f:.0%} | " + " | ".join("yes" if v[k] else "**no**" for k in
                                                ("coverage_in_band", "inflated_coverage_in_band",
                                                 "brier_below_persistence", "brier_below_sigmoid")) + " |")
+    sc = res.get("shipped_check")
+    if sc:
+        s0 = sc[str(prefixes[0])]
+        L += ["", "## The shipped calibration on repositories it was not learned from", "",
+              f"{s0['n_series']} series from {s0['n_repos']} repositories ({', '.join(s0['repos'])}), forecast with "
+              "the calibration that ships (learned from the committed records of the other repositories):", "",
+              "| prefix | series | 90% coverage (pooled) | Brier of P(final ≥ target) |", "|---|---|---|---|"]
+        for f in prefixes:
+            x = sc[str(f)]
+            L.append(f"| {f:.0%} | {x['n_series']} | {_f(x['coverage_pooled'], 2)} | {_f(x['brier'], 4)} |")
     L += ["", "## Per repository", ""]
     for f in prefixes:
         s = res["summary"][str(f)]
@@ -397,9 +442,12 @@ def run(out: pathlib.Path, reuse=None, train_records=None) -> dict:
         raise SystemExit("no real-run series found: nothing to score")
     records = []
     todo = items
+    earlier = None
     if reuse:
-        have = {(r["run"], r["repo"], r["metric"], r["prefix"]): r
-                for r in json.loads(pathlib.Path(reuse).read_text())["records"]}
+        old = json.loads(pathlib.Path(reuse).read_text())
+        earlier = old.get("earlier") or (f"forecasts made in an earlier run in {old['forecast_s']:.0f} s "
+                                         f"({old['load']} at its start)")
+        have = {(r["run"], r["repo"], r["metric"], r["prefix"]): r for r in old["records"]}
         keys = [[(it[0], it[1], it[2], f) for f in PREFIXES] for it in items]
         records = [have[k] for ks in keys if all(k in have for k in ks) for k in ks]
         todo = [it for it, ks in zip(items, keys) if not all(k in have for k in ks)]
@@ -422,10 +470,11 @@ def run(out: pathlib.Path, reuse=None, train_records=None) -> dict:
     res = {"name": NAME, "prefixes": list(PREFIXES), "ks": list(KS), "window": frr.WINDOW, "level": LEVEL,
            "corpora": names, "n_series": len(items), "n_repos": len({it[1] for it in items}),
            "train_only": {"records": len(extra), "repos": extra_repos}, "summary": summary,
-           "verdicts": verdicts(summary, PREFIXES), "rows": rows, "records": records,
+           "verdicts": verdicts(summary, PREFIXES), "shipped_check": shipped_check(real, PREFIXES), "rows": rows,
+           "records": records,
            "skipped": [list(s) for s in skipped], "runtime_s": time.perf_counter() - t0, "forecast_s": t_fc,
-           "load": load, "command": "python experiments/forecast_exceedance.py" + "".join(
-               f" {a}" for a in sys.argv[1:] if not a.startswith("/"))}
+           "load": load, "earlier": earlier, "command": "python experiments/forecast_exceedance.py" + "".join(
+               f" {pathlib.Path(a).name if '/' in a else a}" for a in sys.argv[1:])}
     out.mkdir(parents=True, exist_ok=True)
     write_json(out, f"{NAME}.json", res)
     write_text_atomic(out / f"{NAME}.md", markdown(res) + "\n")
