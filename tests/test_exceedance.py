@@ -234,3 +234,18 @@ def test_targets_and_brier():
     np.testing.assert_allclose(fe.targets(r), 0.4 + np.array(fe.KS) * 0.05)
     assert fe.targets({**r, "noise_sd": 0.0}).size == 0
     assert fe.brier([1.0, 0.0, 0.5], [1, 1, 0]) == pytest.approx((0 + 1 + 0.25) / 3)
+
+
+def test_fit_target_imports_no_jax_scipy_stats_or_pyplot(tmp_path):
+    code = ("import json, sys\n"
+            "from grpojax.cli import main\n"
+            "rc = main(['fit', sys.argv[1], '--prefix', '0.5', '--target', '0.5', '--no-plot', '--out', sys.argv[2]])\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'numpyro', 'equinox')\n"
+            "               or m in ('matplotlib.pyplot', 'scipy.stats'))\n"
+            "print(json.dumps({'rc': rc, 'heavy': heavy}))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(FIX / "rising.jsonl"), str(tmp_path)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"rc": 0, "heavy": []}, got
+    assert "p_at_least" in json.loads((tmp_path / "fit.json").read_text())["runs"]["rising"]["window_forecast"]
