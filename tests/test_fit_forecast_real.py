@@ -141,12 +141,18 @@ def test_monotone_curves_with_correlated_noise_are_not_collapses():
 
 
 @pytest.mark.slow
-def test_model_average_prefers_the_law_the_curve_needs():
+def test_model_average_prefers_the_law_the_curve_needs(test_seed):
     """Clean exponentials: the single-exponential special case wins; a power-law creep (prompt rates
     spread as Gamma(0.4)) needs the creep term; a logistic slow start (a pass rate growing as p(1 - p))
-    goes to the logistic variant. Without averaging every draw is the creep model."""
+    goes to the logistic variant. Without averaging every draw is the creep model.
+
+    Bands: on one noisy exponential the creep can win by chance (P(exponential) < 0.5 on 6 of 168 simulated
+    curves; median 0.97), so the test asks the mean over the three to be above 0.5 (a resample of those 168
+    values puts it below in 3e-4 of draws); the creep and logistic curves went to their variant with
+    probability > 0.99 on every curve of 6 seeds. The share of each variant among the 1,000 resampled draws
+    is its probability within 0.05, over 3 resampling sds at most."""
     s = np.arange(1.0, 101.0)
-    rng = np.random.default_rng(8)
+    rng = np.random.default_rng(8 + test_seed)
     expo = [(s, 0.8 - 0.5 * np.exp(-s / 15.0) + 0.01 * rng.standard_normal(s.size)) for _ in range(3)]
     lam = rng.gamma(0.4, 0.1 / 0.4, size=2000)
     creep_shape = np.exp(-np.outer(s - 1, lam)).mean(1)
@@ -154,11 +160,11 @@ def test_model_average_prefers_the_law_the_curve_needs():
     # dp/dt = r p (1 - p/K) from p0 = 0.05: solved exactly (not the model's parametrisation)
     logi = [(s, 0.8 / (1 + (0.8 / 0.05 - 1) * np.exp(-0.08 * s)) + 0.01 * rng.standard_normal(s.size))
             for _ in range(3)]
-    post = fit_creep_batched(expo + creep + logi, key=jax.random.PRNGKey(0))
+    post = fit_creep_batched(expo + creep + logi, key=jax.random.PRNGKey(test_seed))
     p = post.p_variant
     assert CREEP_VARIANTS == ("creep", "exponential", "logistic")
     assert p.shape == (9, 3) and np.allclose(p.sum(1), 1.0)
-    assert np.all(p[:3, 1] > 0.5), p[:3]  # exponential
+    assert np.mean(p[:3, 1]) > 0.5, p[:3]  # exponential
     assert np.all(p[3:6, 0] > 0.5), p[3:6]  # creep
     assert np.all(p[6:, 2] > 0.9), p[6:]  # logistic
     # the draws are the mixture, in proportion; the exponential ones have w = 1 exactly
@@ -166,7 +172,7 @@ def test_model_average_prefers_the_law_the_curve_needs():
         for v in range(3):
             assert abs(float(np.mean(post.samples["variant"][i] == v)) - p[i, v]) < 0.05, (i, v, p[i])
         assert np.all(post.samples["w"][i][post.samples["variant"][i] == 1] == 1.0)
-    single = fit_creep_batched(expo[:1], key=jax.random.PRNGKey(0), average=False)
+    single = fit_creep_batched(expo[:1], key=jax.random.PRNGKey(test_seed), average=False)
     assert np.allclose(single.p_variant, [[1.0, 0.0, 0.0]]) and np.all(single.samples["w"][0] < 1.0)
 
 
