@@ -4,7 +4,7 @@ What a user waits for, each command a fresh process timed wall-clock from start 
 ``watch``, to its first report), with its peak resident memory (``os.wait4``: the largest process of the
 command, a worker it forked included):
 
-- ``diagnose`` of one 1,000-step log (grpojax: report, diagnosis.json and the dashboard PNG, the
+- ``diagnose`` of one 1,000-step log (grpojax: report, diagnosis.json and the SVG dashboard, the
   defaults; rldoctor: its JSON report);
 - ``diagnose`` of a real TRL ``trainer_state.json`` of 1,000 training steps (200 logged rows), when
   ``--real-trl`` names one;
