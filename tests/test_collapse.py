@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 
+from _bands import count_limits
 from grpojax.diagnose import DEFAULT_CONFIG as CFG, diagnose
 from grpojax.logs import RunLog
 
@@ -86,11 +87,14 @@ def test_simulated_collapses_are_found_with_their_onset(family, seed):
     assert "Restore the checkpoint at step" in res.advice
 
 
-def test_the_size_interval_covers_the_true_drop_at_its_level():
+def test_the_size_interval_covers_the_true_drop_at_its_level(test_seed):
     """The 90 % interval of the size (mean from the peak to the onset minus mean after it) covers the true
-    value of the same means in about 90 % of 60 noisy runs (binomial band: 45-59 of 60)."""
-    hit = 0
-    for seed in range(60):
+    value of the same means in at least 90 % of 60 noisy runs: the count at or above the lower binomial band of
+    60 draws at 90 % (>= 45). One-sided: the interval errs on the wide side (its standard error takes the spread
+    of the points before and after the onset, the curve's own movement included), measured 95.0 % on 600 runs
+    (seeds 0-599), so a two-sided band at 90 % would fail whenever all 60 are covered (4.6 % of seeds)."""
+    n, hit = 60, 0
+    for seed in range(n * test_seed, n * (test_seed + 1)):
         run, onset, _ = _collapsing(seed=seed, fall=1, noise=0.05)
         d = diagnose(run, validity=False)
         info = _info(d)
@@ -101,7 +105,7 @@ def test_the_size_interval_covers_the_true_drop_at_its_level():
         true = float(np.mean(y[p:k]) - np.mean(y[k:]))
         lo, hi = info["size_interval"]
         hit += lo <= true <= hi
-    assert 45 <= hit <= 59, hit
+    assert hit >= count_limits(n, 0.9)[0], hit
 
 
 @pytest.mark.parametrize("seed", range(3))
