@@ -23,11 +23,13 @@ def _run(cols: dict, **meta) -> RunLog:
 # ----------------------------------------------------------------------------- degenerate groups from the mean
 
 
-def test_degenerate_fraction_estimate_against_simulated_binary_groups():
+def test_degenerate_fraction_estimate_against_simulated_binary_groups(test_seed):
     """Simulated 0/1 rewards in groups of G: homogeneous prompts match p^G + (1-p)^G within 4 binomial
     standard errors; prompts with Beta-spread pass rates have a true fraction >= the estimate (Jensen:
-    a lower bound) minus 4 standard errors."""
-    rng = np.random.default_rng(0)
+    a lower bound) minus 4 standard errors. The 0.01 beside the binomial errors covers the estimate's own
+    error (through the mean pass rate) and the skew of a rare count; on 1,000 seeds the largest deviation used
+    55 % of the homogeneous band and none came near the heterogeneous one."""
+    rng = np.random.default_rng(0 + test_seed)
     n_groups = 4000
     for g, p in ((5, 0.98), (8, 0.5), (8, 0.1), (16, 0.9)):
         rewards = rng.random((n_groups, g)) < p
