@@ -428,9 +428,29 @@ def markdown(res) -> str:
     return "\n".join(L)
 
 
-def run(out: pathlib.Path, reuse=None, train_records=None) -> dict:
+def score(records, train_records=None) -> dict:
+    """Everything scored from the forecast records (no log is read): ``{"train_only", "summary", "verdicts",
+    "shipped_check", "rows"}``; ``train_records``: :func:`forecast_real_runs.train_only_records`' paths."""
     import forecast_real_runs as frr
     from _loro import folds
+
+    frr.rescale(records)
+    for r in records:
+        r["for_weights"], r["group"] = True, r["repo"]
+    real = frr.voting(records)
+    extra, extra_repos = frr.train_only_records(train_records, {r["repo"] for r in real})
+    frr.rescale(extra)
+    extra = [r for r in frr.voting(extra) if r["prefix"] in PREFIXES]
+    rows = []
+    for _, train, test in folds(real, lambda r: r["repo"]):
+        rows += score_fold(train, test, extra, PREFIXES)
+    summary = summarise(rows, PREFIXES)
+    return {"train_only": {"records": len(extra), "repos": extra_repos}, "summary": summary,
+            "verdicts": verdicts(summary, PREFIXES), "shipped_check": shipped_check(real, PREFIXES), "rows": rows}
+
+
+def run(out: pathlib.Path, reuse=None, train_records=None) -> dict:
+    import forecast_real_runs as frr
 
     from grpojax._experiment import load_average
     from grpojax._io import write_json, write_text_atomic
@@ -456,21 +476,9 @@ def run(out: pathlib.Path, reuse=None, train_records=None) -> dict:
         if todo:
             records += frr.forecast_records(todo, PREFIXES)
     t_fc = time.perf_counter() - t0
-    frr.rescale(records)
-    for r in records:
-        r["for_weights"], r["group"] = True, r["repo"]
-    real = frr.voting(records)
-    extra, extra_repos = frr.train_only_records(train_records, {r["repo"] for r in real})
-    frr.rescale(extra)
-    extra = [r for r in frr.voting(extra) if r["prefix"] in PREFIXES]
-    rows = []
-    for _, train, test in folds(real, lambda r: r["repo"]):
-        rows += score_fold(train, test, extra, PREFIXES)
-    summary = summarise(rows, PREFIXES)
+    scored = score(records, train_records)
     res = {"name": NAME, "prefixes": list(PREFIXES), "ks": list(KS), "window": frr.WINDOW, "level": LEVEL,
-           "corpora": names, "n_series": len(items), "n_repos": len({it[1] for it in items}),
-           "train_only": {"records": len(extra), "repos": extra_repos}, "summary": summary,
-           "verdicts": verdicts(summary, PREFIXES), "shipped_check": shipped_check(real, PREFIXES), "rows": rows,
+           "corpora": names, "n_series": len(items), "n_repos": len({it[1] for it in items}), **scored,
            "records": records,
            "skipped": [list(s) for s in skipped], "runtime_s": time.perf_counter() - t0, "forecast_s": t_fc,
            "load": load, "earlier": earlier, "command": "python experiments/forecast_exceedance.py" + "".join(
