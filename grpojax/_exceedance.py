@@ -38,7 +38,10 @@ def _ndtr(x: np.ndarray) -> np.ndarray:
 
 
 def _targets(target) -> np.ndarray:
-    t = np.asarray(target, float) if not isinstance(target, (str, bytes)) else None
+    try:
+        t = np.asarray(target, float) if not isinstance(target, (str, bytes)) else None
+    except (TypeError, ValueError):
+        t = None
     if t is None or not np.all(np.isfinite(t)):
         raise InvalidValueError(f"target must be a finite number (or an array of them), got {target!r}")
     return t

@@ -106,7 +106,7 @@ def test_a_point_mass_forecast():
     np.testing.assert_array_equal(p, [1.0, 1.0, 0.0])
 
 
-@pytest.mark.parametrize("target", [float("nan"), float("inf"), "0.5", [0.1, float("nan")]])
+@pytest.mark.parametrize("target", [float("nan"), float("inf"), "0.5", [0.1, float("nan")], None, {"t": 1}])
 def test_bad_target_is_a_one_line_error(target):
     with pytest.raises(InvalidValueError, match="target must be a finite number") as e:
         prob_at_least({"mean": 0.5, "lo": 0.4, "hi": 0.6}, target)
