@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from _bands import z_limit
 from grpojax.fit import (
     COMBINED_METHODS,
     FORECAST_TAUS,
@@ -345,8 +346,16 @@ def _disagreement_records(rng, n_groups=12, per=20):
     return recs
 
 
-def test_intervals_in_units_of_the_disagreement_cover_easy_and_hard_runs_and_score_better():
-    train, new = _disagreement_records(np.random.default_rng(8)), _disagreement_records(np.random.default_rng(9), 40)
+def test_intervals_in_units_of_the_disagreement_cover_easy_and_hard_runs_and_score_better(test_seed):
+    """The prefix scale gives one width for all: far too wide for the easy half, too narrow for the hard half;
+    in units of the forecasters' disagreement both halves are covered at the level, with a better score.
+
+    Band: a half's coverage varies with its 400 test forecasts (binomial sd 0.015) and with the 960 training
+    records the calibration's quantiles come from (0.0097): sd 0.018 (measured 0.018 over 200 seeds), two
+    coverages at the Bonferroni limit of 3.5 sds. The prefix scale's hard-half coverage (0.80 on average, sd
+    0.028 over those seeds) is asked to stay below its level and below the spread rule's on the same records."""
+    train = _disagreement_records(np.random.default_rng(8 + 2 * test_seed), n_groups=48)
+    new = _disagreement_records(np.random.default_rng(9 + 2 * test_seed), 40)
     res = {}
     for rule in ("prefix", "prefix_or_spread"):
         cal = fit_calibration(train, horizons=[1.0], scale_rule=rule, finite_sample=False)  # the units, not the level
@@ -355,12 +364,12 @@ def test_intervals_in_units_of_the_disagreement_cover_easy_and_hard_runs_and_sco
         hard = np.array([r["hard"] for r in new])
         wk = np.mean([winkler_score(c["lo"], c["hi"], r["truth"]) for c, r in zip(cf, new)])
         res[rule] = (hit[hard].mean(), hit[~hard].mean(), wk)
-    # the prefix scale gives one width for all: far too wide for the easy half, too narrow for the hard half
-    # (800 forecasts per half: a coverage's sd is about 0.011, bands are ±4 sd or more)
     p_hard, p_easy, p_wk = res["prefix"]
     s_hard, s_easy, s_wk = res["prefix_or_spread"]
-    assert p_hard < 0.85 and p_easy > 0.99
-    assert 0.84 <= s_hard <= 0.96 and 0.84 <= s_easy <= 0.96
+    n_half = len(new) // 2
+    band = z_limit(2) * np.sqrt(0.9 * 0.1 / n_half + 0.9 * 0.1 / len(train))
+    assert p_hard < min(0.9, s_hard) and p_easy > 0.99, res
+    assert abs(s_hard - 0.9) < band and abs(s_easy - 0.9) < band, (res, band)
     assert s_wk < 0.8 * p_wk
 
 
