@@ -171,7 +171,15 @@ def _sampling(label: str, n_points: int, args, fn):
 
 
 def _law_fits(r, laws, args):
-    """One run's curve, its law fits and, with --prefix, the laws' forecasts from the prefix."""
+    """One run's curve, its law fits and, with --prefix, the laws' forecasts from the prefix; or the error that
+    refused them, for the caller to raise where it reports the run (after the window forecasts' own errors)."""
+    try:
+        return _law_fits_or_raise(r, laws, args)
+    except ValueError as exc:
+        return exc
+
+
+def _law_fits_or_raise(r, laws, args):
     from grpojax.fit import fit_law, forecast_law  # noqa: PLC0415  (NumPy: JAX and numpyro only with --bayes)
 
     steps, y = r.series(args.metric)
@@ -293,7 +301,8 @@ def run(args) -> int:
     drawer = _Drawer(not args.no_plot and not args.bayes)
     curves = [_law_fits(r, laws, args) for r in runs]
     figures = [folder / f"fit_{slug(r.name)}.png" for r, folder in zip(runs, folders)]
-    drawn = [drawer.submit(path, *c, None, None, f"{r.name}: {args.metric}", args.metric)
+    drawn = [None if isinstance(c, ValueError) else drawer.submit(path, *c, None, None, f"{r.name}: {args.metric}",
+                                                                   args.metric)
              for r, path, c in zip(runs, figures, curves)]
     windows, observed = (_window_forecasts(runs, args, args.seed) if args.prefix is not None
                          else ([None] * len(runs), [None] * len(runs)))
@@ -303,8 +312,10 @@ def run(args) -> int:
                              f"{args.prefix:.0%} (90% interval)")
         for col in ("run", "method", "status", "forecast", "interval", "reached", "covered"):
             wtable.add_column(col)
-    for r, folder, wf, obs, (steps, y, fits, fcs), figure, done in zip(runs, folders, windows, observed, curves,
-                                                                        figures, drawn):
+    for r, folder, wf, obs, curve, figure, done in zip(runs, folders, windows, observed, curves, figures, drawn):
+        if isinstance(curve, ValueError):
+            raise curve
+        steps, y, fits, fcs = curve
         entry = {"n_points": int(len(steps)), "laws": {law: _law_json(f) for law, f in fits.items()},
                  "forecasts": {law: _fc_json(fc) for law, fc in fcs.items()}}
         bayes = bfc = None
