@@ -115,3 +115,13 @@ def test_fit_cli_a_run_too_short_to_fit_is_refused_naming_the_log(tmp_path, caps
     assert main(["fit", str(log), "--no-plot", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(log) in err and "at least 8 finite points" in err and "got 6" in err
+
+
+def test_fit_cli_a_prefix_too_short_for_the_window_forecast_is_its_error(tmp_path, capsys):
+    """12 steps, prefix 0.3: steps 1-4 (<= 1 + 0.3 * 11) are the prefix. The window forecast's check comes first,
+    before the laws' forecasts, which refuse the same prefix in their own words."""
+    log = tmp_path / "short.jsonl"
+    log.write_text("".join(f'{{"step": {s}, "reward_mean": {0.1 + 0.03 * s + 0.01 * (s % 3)}}}\n' for s in range(1, 13)))
+    assert main(["fit", str(log), "--prefix", "0.3", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "the prefix 0.3 holds 4 finite points; at least 8 are needed" in err
