@@ -22,7 +22,9 @@ A public function validates each numeric argument with :func:`check` and keeps t
 - ``"skip"``: no traced check (the value is validated where it is concrete).
 
 Concrete failures raise :class:`grpojax.InvalidValueError` (a ``ValueError``). This module imports
-only the shared :mod:`grpojax._errors`.
+only the shared :mod:`grpojax._errors`; JAX and equinox are imported by the checks that use them
+(:func:`check`, :func:`check_traced`), so :func:`check_int` and :func:`check_choice` serve NumPy code that
+never imports JAX (no value can be traced before JAX is imported).
 """
 
 from __future__ import annotations
