@@ -13,7 +13,7 @@ command, a worker it forked included):
 - ``--help``;
 - ``grpojax fit LOG --prefix 0.3`` (forecast from the first 30 %; rldoctor has no equivalent);
 - ``grpojax watch LOG``: seconds until its first report is written (``--json``);
-- ``diagnose`` of a verl console log of 10^6 lines: one metric line per step (the 61 metrics of a real
+- ``diagnose`` of a verl console log of 10^6 lines: one metric line per step (the 58 metrics of a real
   verl run) among twelve lines of Ray, vLLM and progress output, as a real verl console interleaves them
   (about 77,000 steps, 0.2 GB); rldoctor does not read verl console logs, and is given the same steps as
   verl's JSONL file logger writes them.
@@ -98,7 +98,7 @@ def simulated_run(path: pathlib.Path, n: int, seed: int) -> None:
 
 
 def write_verl_console(path: pathlib.Path, n_lines: int, seed: int = 0) -> int:
-    """A verl console log of ``n_lines`` lines: per step one ``step:N - key:value - ...`` line (the 61 metrics
+    """A verl console log of ``n_lines`` lines: per step one ``step:N - key:value - ...`` line (the 58 metrics
     of a real verl run, a saturating reward) and the twelve lines of :data:`VERL_NOISE`. Returns the steps."""
     from log_read_speed import _VERL_KEYS  # noqa: PLC0415  (the metric names of a real verl run)
 
@@ -132,6 +132,16 @@ def write_verl_jsonl_from(console: pathlib.Path, path: pathlib.Path) -> None:
             dst.write(json.dumps({"step": step, "data": data}) + "\n")
 
 
+MEMORY_CAP_GB = 6.0  # rldoctor's address-space cap: on the 77k-step verl JSONL it grew past 18 GB and met the OOM killer;
+# capped, it fails and is reported as failed instead of taking the machine down
+
+
+def _cap_memory() -> None:
+    import resource  # noqa: PLC0415
+    cap = int(MEMORY_CAP_GB * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
 def timed(cmd: list[str], env: dict, *, until_file: pathlib.Path | None = None,
           limit: float = 600.0) -> tuple[float, float, float]:
     """``(wall seconds, peak RSS MB, CPU seconds)`` of ``cmd`` from start to exit (or until ``until_file`` exists and is
@@ -141,7 +151,8 @@ def timed(cmd: list[str], env: dict, *, until_file: pathlib.Path | None = None,
     print("  $ " + " ".join(cmd), flush=True)
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                preexec_fn=_cap_memory if "rldoctor" in pathlib.Path(cmd[0]).name else None)
 
         def reap():
             _, status, usage = os.wait4(proc.pid, 0)
