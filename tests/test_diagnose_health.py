@@ -48,6 +48,19 @@ def test_truncation_detected_from_clip_fraction_and_collapse_from_length():
     assert detect_length_pathology(healthy, CFG).verdict == "not_detected"
 
 
+def test_a_clip_column_above_one_is_not_read_as_a_fraction_of_completions():
+    """A value above 1 under the clip fraction's name (a count, a ratio) never becomes 'Up to 145% of completions'."""
+    over = _run(response_clip_frac=lambda t, g: g.uniform(0.5, 2.0, t.size))
+    res = detect_length_pathology(over, CFG)
+    assert res.verdict == "insufficient_data" and "not a fraction" in res.reason
+    with_length = _run(response_clip_frac=lambda t, g: np.where(t > 150, 1.45, 0.6),
+                       response_length=lambda t, g: 200 + 0.5 * t)
+    res = detect_length_pathology(with_length, CFG)
+    assert res.verdict == "not_detected" and "length cap" not in (res.advice or "")
+    (clip,) = [e for e in res.evidence if e.metric == "response_clip_frac"]
+    assert clip.value == pytest.approx(1.45) and not clip.triggered and "not a fraction" in clip.statistic
+
+
 def test_plateau_reports_best_step_and_a_bounded_gain():
     n = 200
     t = np.arange(n, dtype=float)

@@ -100,9 +100,14 @@ def detect_length_pathology(run: RunLog, cfg: DiagnoseConfig, *, events: dict | 
     panel: dict = {}
     have_clip = run.count("response_clip_frac") >= cfg.min_points
     have_len = run.count("response_length") >= cfg.min_points
+    clip_max = float("nan")  # set when the clip column holds values above 1
     if have_clip:
         s, c = _finite(run, "response_clip_frac", ev)
-        if c.size >= cfg.min_points:
+        if c.size and float(c.max()) > 1.0 + 1e-9:  # a count or a ratio logged under a fraction's name
+            clip_max = float(c.max())
+            ev.append(make_evidence("response_clip_frac", s, "maximum, above 1: not a fraction of completions, "
+                                    "so not used", float(c.max())))
+        elif c.size >= cfg.min_points:
             med = _running_median(c, _TRUNC_MED)
             k = int(np.argmax(med))
             lo, hi = max(0, k - _TRUNC_MED // 2), min(c.size, k + _TRUNC_MED // 2 + 1)
@@ -142,7 +147,9 @@ def detect_length_pathology(run: RunLog, cfg: DiagnoseConfig, *, events: dict | 
                     episodes.append((worst.last_before, worst.step))
             panel["response_length"] = (s, length)
     if not panel:
-        return _insufficient(mode, f">= {cfg.min_points} finite points of response_clip_frac or response_length",
+        clip = ("response_clip_frac" if np.isnan(clip_max) else
+                f"response_clip_frac within [0, 1] (its maximum is {clip_max:.3g}: not a fraction)")
+        return _insufficient(mode, f">= {cfg.min_points} finite points of {clip} or response_length",
                              run, ("response_clip_frac", "response_length"))
     return _finish(mode, ev, episodes, panel, lambda r: _advice.length(r, run))
 
