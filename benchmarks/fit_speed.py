@@ -8,7 +8,12 @@
    (500 warmup), chain_method ``vectorized`` and ``sequential``; wall time (compile included, and a
    5-draw run as the compile estimate), max r_hat, min ESS.
 
-Usage: ``python benchmarks/fit_speed.py [--curves N] [--scipy-subset K] [--skip-nuts] [--append]``
+3. ``--quickstart``: the README's ``grpojax fit tests/fixtures/quickstart/trainer_state.json --bayes state_space``
+   as a user runs it (a fresh process each time): wall and CPU time (user + system of the child) of a first
+   run with an empty compilation cache, then the median of ``--repeats`` runs with that cache filled, the
+   posterior's divergences / max r_hat / min ESS as printed, and the 1-minute load average around each run.
+
+Usage: ``python benchmarks/fit_speed.py [--curves N] [--scipy-subset K] [--skip-nuts] [--quickstart] [--append]``
 (``--append`` adds a section to benchmarks/RESULTS.md).
 """
 
@@ -112,6 +117,43 @@ def bench_nuts(method):
             "converged": f.converged, "zeta_q50": f.summary["zeta"]["q50"], "zeta_true": z}
 
 
+def bench_quickstart(repeats):
+    """The quickstart NUTS command in fresh processes: a cold compilation cache, then ``repeats`` warm runs."""
+    import json
+    import re
+    import resource
+    import subprocess
+    import tempfile
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    exe = pathlib.Path(sys.executable).with_name("grpojax")
+    cmd = [str(exe), "fit", "tests/fixtures/quickstart/trainer_state.json", "--bayes", "state_space"]
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GRPOJAX_JAX_CACHE": os.path.join(tmp, "jax-cache")}
+        for i in range(1 + repeats):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            load = os.getloadavg()[0]
+            t0 = time.perf_counter()
+            out = subprocess.run(cmd + ["--out", os.path.join(tmp, f"out{i}")], cwd=root, env=env, capture_output=True,
+                                 text=True, check=True)
+            wall = time.perf_counter() - t0
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            m = re.search(r"\((\d+) divergent transitions, max r_hat ([0-9.]+), min ESS_bulk (\d+)", out.stdout)
+            fit = json.loads(pathlib.Path(tmp, f"out{i}", "fit.json").read_text()) if pathlib.Path(tmp, f"out{i}", "fit.json").exists() else {}
+            status = next(iter(fit.get("runs", {}).values()), {}).get("bayes", {}).get("status", "?")
+            runs.append({"cache": "cold" if i == 0 else "warm", "wall_s": wall, "cpu_s": cpu, "load_before": load,
+                         "load_after": os.getloadavg()[0], "status": status,
+                         "divergences": int(m.group(1)) if m else None, "max_r_hat": float(m.group(2)) if m else None,
+                         "min_ess_bulk": int(m.group(3)) if m else None})
+            print("quickstart", runs[-1], flush=True)
+    warm = runs[1:]
+    return {"command": " ".join(["grpojax"] + cmd[1:]), "runs": runs,
+            "warm_wall_median_s": float(np.median([r["wall_s"] for r in warm])) if warm else float("nan"),
+            "warm_cpu_median_s": float(np.median([r["cpu_s"] for r in warm])) if warm else float("nan")}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--curves", type=int, default=10_000)
@@ -120,6 +162,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--skip-nuts", action="store_true")
     ap.add_argument("--skip-lsq", action="store_true")
+    ap.add_argument("--quickstart", action="store_true",
+                    help="time the quickstart 'grpojax fit ... --bayes state_space' (cold cache, then --repeats warm runs)")
     ap.add_argument("--append", action="store_true", help="append a section to benchmarks/RESULTS.md")
     args = ap.parse_args(argv)
     jax.config.update("jax_enable_x64", True)  # a script: float64, as in the tests
@@ -133,6 +177,9 @@ def main(argv=None) -> int:
         res["nuts"] = [bench_nuts(m) for m in ("vectorized", "sequential")]
         for r in res["nuts"]:
             print("nuts", r)
+    if args.quickstart:
+        res["quickstart"] = bench_quickstart(max(1, args.repeats))
+        print("quickstart median of warm runs: wall {warm_wall_median_s:.1f} s, cpu {warm_cpu_median_s:.1f} s".format(**res["quickstart"]))
     load1 = os.getloadavg()[0]
     if args.append:
         _append(res, args, (load0, load1))
@@ -164,6 +211,12 @@ def _append(res, args, loads):
             f"{r['wall_s']:.0f} s wall end-to-end (of which ~{r['compile_plus_overhead_s']:.0f} s compile/overhead, "
             f"measured by a 5-draw run); max r_hat {r['max_r_hat']:.4f}, min ESS_bulk {r['min_ess_bulk']:.0f}, "
             f"{r['divergences']} divergences, converged={r['converged']} (ζ median {r['zeta_q50']:.3f}, truth {r['zeta_true']}).")
+    if "quickstart" in res:
+        q = res["quickstart"]
+        lines.append(f"- `{q['command']}`, fresh processes: " + "; ".join(
+            f"{r['cache']} cache {r['wall_s']:.0f} s wall / {r['cpu_s']:.0f} s CPU (load {r['load_before']:.1f}, {r['status']}, "
+            f"{r['divergences']} divergences, max r_hat {r['max_r_hat']}, min ESS_bulk {r['min_ess_bulk']})" for r in q["runs"])
+            + f"; warm median {q['warm_wall_median_s']:.0f} s wall / {q['warm_cpu_median_s']:.0f} s CPU.")
     path = pathlib.Path(__file__).parent / "RESULTS.md"
     with open(path, "a") as f:
         f.write("\n".join(lines) + "\n")
