@@ -189,7 +189,15 @@ def test_batched_state_space_is_independent_of_batch_size(test_seed):
     mc = np.sqrt(a.var(-1, ddof=1) / ess_a + b.var(-1, ddof=1) / ess_b)
     diff = np.abs(a.mean(-1) - b.mean(-1))
     assert np.all(diff < z_limit(3) * mc), (a.mean(-1), b.mean(-1), mc)
-    np.testing.assert_allclose(a[:, 0], b[:, 0], rtol=1e-3)  # the first draw of chain 0: before chaos sets in
+    # the first draw of each chain (3 curves x 2 chains), after the warm-up: the same key and start give the
+    # same draw until the floating-point differences of the batch's order grow through the warm-up. Measured on
+    # seeds 2-7: 26 of 36 first draws within 0.1 % of each other, 32 within 1 %, the others up to 12 % apart;
+    # so at least half within 1 % (four or more beyond it: about 0.2 % at that rate). Keys or starts given
+    # by batch position instead of by curve would leave first draws a posterior sd apart (5-10 %): three or more
+    # of six within 1 % about 1 % of the time.
+    first_a, first_b = one.samples["p_star"][:, :, 0], two.samples["p_star"][:, :, 0]
+    agree = np.isclose(first_a, first_b, rtol=1e-2, atol=0.0)
+    assert agree.sum() >= agree.size // 2, (first_a, first_b)
     assert one.converged.shape == (3,) and set(one.r_hat) == set(one.ess) == set(prior_sites("state_space"))
     assert all(v.shape == (3,) for v in (*one.r_hat.values(), *one.ess.values()))
     with pytest.raises(ValueError, match="batch_size"):
@@ -298,3 +306,36 @@ def test_simulation_based_calibration(tmp_path):
     assert res["n_curves"] >= 90
     assert all(r["p_value"] > 0.01 for r in res["chi2"].values()), res["chi2"]
     assert rc == 0
+
+
+@pytest.mark.parametrize("model", ["state_space", "mechanistic"])
+def test_folded_process_noise_is_the_half_normal_prior(model):
+    """The process-noise site is sampled as u ~ N(0, 1) with s = 0.3 |u|: the log density NUTS sees is the same at
+    u and -u (the sign is not identified), and over u the implied s has the HalfNormal(0.3) law the docs state
+    (compared with scipy's halfnorm by a Kolmogorov-Smirnov test on prior draws)."""
+    from numpyro.infer.util import potential_energy
+    from scipy.stats import halfnorm, kstest
+
+    from grpojax.fit._kalman import step_intervals
+    from grpojax.fit._models import PROC_SCALE, folded, mechanistic_model, natural, prior_sites, state_space_model
+
+    t = np.linspace(0.0, 1.0, 30)
+    uniq, index = step_intervals(t)
+    y = jax.numpy.asarray(np.sin(3 * t) + 0.1 * np.random.default_rng(0).standard_normal(30))
+    mask = jax.numpy.ones(30, bool)
+    if model == "state_space":
+        fn, args = state_space_model, (jax.numpy.asarray(t), y, mask, jax.numpy.asarray(index), tuple(uniq))
+    else:
+        fn, args = mechanistic_model, (jax.numpy.asarray(t * 100), y, mask, jax.numpy.asarray(index), tuple(uniq * 100),
+                                       0.01, 0.9, 4.0, "constant", 1.0, 0.0)
+    names = list(prior_sites(model))
+    z = {k: jax.numpy.asarray(0.3) for k in names}
+    u = jax.numpy.asarray([0.05, 0.7, 2.0])
+    energy = jax.jit(jax.vmap(lambda v: potential_energy(fn, args, {}, {**z, "proc_z": v})))
+    up, down = np.asarray(energy(u)), np.asarray(energy(-u))
+    assert np.all(np.isfinite(up)) and np.ptp(up) > 1e-3  # finite, and the site does move the density
+    np.testing.assert_allclose(up, down, rtol=1e-6, atol=1e-6)
+    draws = prior_sites(model)["proc_z"].sample(jax.random.key(0), (4000,))
+    assert float(np.min(folded({"proc_z": np.asarray(draws)})["proc_z"])) >= 0.0
+    s = np.asarray(natural(model, {"proc_z": draws, "sigma_z": draws, "zeta": draws, "rate_z": draws, "a_z": draws})["s_proc"])
+    assert kstest(s, halfnorm(scale=PROC_SCALE).cdf).pvalue > 1e-3
