@@ -3,7 +3,10 @@
 Each repeat starts a new Python process that imports ``grpojax.diagnose``, diagnoses a simulated 1,000-step
 run (with and without eval points), and reports the wall times and which of scipy.special, scipy.ndimage,
 scipy.optimize, scipy.stats, arviz and jax the diagnosis imported; a second process times the first Pareto
-smoothing of the forecasts (``grpojax.fit._psis``, arviz imported on first use) after ``import grpojax.fit``.
+smoothing of the forecasts (``grpojax.fit._psis``) after ``import grpojax.fit``; a third set of processes times
+the import, after NumPy, of each library a command-line path could use instead of its NumPy code
+(scipy.special, scipy.ndimage, scipy.stats, arviz, mpmath, matplotlib.pyplot): the measure of what each would
+add to a report whose whole budget is a few tenths of a second.
 
     python benchmarks/scipy_numerics_cost.py [--repeats 5] [--tree DIR]
 
@@ -52,6 +55,16 @@ print(json.dumps({"first_psis": time.perf_counter() - t0}))
 """
 
 
+IMPORT = r"""
+import json, sys, time
+import numpy as np
+t0 = time.perf_counter()
+__import__(MOD)
+print(json.dumps({"import": time.perf_counter() - t0}))
+"""
+LIBRARIES = ("scipy.special", "scipy.ndimage", "scipy.stats", "arviz", "mpmath", "matplotlib.pyplot")
+
+
 def _run(code: str, tree: str | None) -> dict:
     env = dict(os.environ)
     if tree:  # run from that folder: `python -c` puts the working folder first on sys.path
@@ -80,6 +93,9 @@ def main() -> None:
               f" (grpojax from {pathlib.Path(rows[-1]['from']).parent.parent})")
     rows = [_run(PSIS, tree) for _ in range(args.repeats)]
     print(f"first Pareto smoothing after import grpojax.fit: {_median([r['first_psis'] for r in rows]):.3f} s")
+    for mod in LIBRARIES:  # each in fresh processes, after numpy (which every path imports anyway)
+        rows = [_run(f"MOD = {mod!r}\n" + IMPORT, tree) for _ in range(args.repeats)]
+        print(f"import {mod} after numpy: {_median([r['import'] for r in rows]):.3f} s (median of {args.repeats})")
     print(f"load average after: {os.getloadavg()}")
 
 
