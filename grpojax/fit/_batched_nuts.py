@@ -30,7 +30,7 @@ from grpojax._chunks import padded_chunks
 from grpojax.fit._data import check_steps
 from grpojax.fit._kalman import step_intervals
 from grpojax.fit._lsq import fit_laws_batched
-from grpojax.fit._models import ZETA_RANGE, natural, prior_sites, state_space_model, state_space_post, unit_sites
+from grpojax.fit._models import ZETA_RANGE, folded, natural, prior_sites, state_space_model, state_space_post, unit_sites
 
 
 class BatchedPosterior(NamedTuple):
@@ -217,7 +217,7 @@ def fit_state_space_batched(steps, Y, *, key, num_warmup: int = 500, num_samples
     div = np.concatenate(div_parts)
     runtime = time.perf_counter() - t0
     sites = prior_sites("state_space")
-    post = {k: zs[k] for k in sites}  # (N, chains, draws), constrained
+    post = folded({k: zs[k] for k in sites})  # (N, chains, draws), constrained
     nat = natural("state_space", post)
     # one draw of the two levels from their exact conditional posterior per draw
     rng = np_rng(jax.random.fold_in(k_init, 7))

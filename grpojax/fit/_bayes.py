@@ -48,6 +48,7 @@ from grpojax.fit._models import (
     MODELS,
     ZETA_RANGE,
     closing_rate,
+    folded,
     mechanistic_model,
     mechanistic_oscillator,
     mechanistic_post,
@@ -263,7 +264,7 @@ def fit_bayes(
                                       sequential=chain_method != "vectorized")
     extra = {k: np.asarray(v)[0] for k, v in extra.items()}  # the sampler's dtype (float32 unless x64)
     divergences = int(np.asarray(div).sum())
-    post = {k: extra[k] for k in prior_sites(model)}
+    post = folded({k: extra[k] for k in prior_sites(model)})
     norm = _normalised_draws(model, post, extra["level_mean"], extra["level_cov"], a_loc, k_band)
     runtime = time.perf_counter() - t_start
     return _summarise(model, curve, post, norm, divergences, runtime, hp, grid, jax.random.fold_in(k_band, 1), max_band_draws,
