@@ -235,6 +235,20 @@ def test_bad_files_are_one_line(tmp_path, capsys):
         assert len(err.splitlines()) == 1 and needle in err, err
 
 
+def test_an_unreadable_from_file_names_the_flag(tmp_path, capsys):
+    """A missing, over-long or malformed --from file: one line naming --from, for every command that takes it."""
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"schema_version": 99}))
+    log = pathlib.Path(__file__).parent / "fixtures" / "quickstart" / "trainer_state.json"
+    tails = {"predict": ["--eta", "0.1", "--k-ref", "2"], "advise": ["--eta", "0.1", "--k-ref", "2"],
+             "watch": [str(log), "--no-live", "--idle-timeout", "0.05", "--json", str(tmp_path / "w.json")]}
+    for command, tail in tails.items():
+        for path in (tmp_path / "missing.json", "x" * 300, other):
+            assert main([command, *tail, "--from", str(path)]) == 2, (command, path)
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1 and "--from" in err, err
+
+
 def test_nonpositive_kd_is_refused_when_read(tmp_path, capsys):
     from grpojax._curvature_file import read_curvature
 

@@ -5,6 +5,7 @@ Hugging Face checkpoint with the user's prompts and reward; writes ``curvature.j
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import pathlib
 
@@ -122,12 +123,26 @@ def add_from_arg(p, keys: tuple[str, ...] = _FROM_KEYS) -> None:
     p.set_defaults(from_defaults=defaults)
 
 
+@contextlib.contextmanager
+def naming_from_flag():
+    """A missing or unreadable ``--from`` file: its one-line error names the flag."""
+    from grpojax._errors import DataError  # noqa: PLC0415
+
+    try:
+        yield
+    except OSError as exc:  # no such file, a name too long, no permission
+        raise type(exc)(exc.errno, exc.strerror, f"--from {exc.filename}") from None
+    except DataError as exc:
+        raise DataError(f"--from {exc}") from None
+
+
 def apply_from(args) -> dict | None:
     """Fill the flags :func:`add_from_arg` left unset from ``--from`` (else their usual defaults); returns the
     values read (None without ``--from``). A missing ``--curvature`` without ``--from`` is refused."""
     from grpojax._curvature_file import read_curvature  # noqa: PLC0415
 
-    values = read_curvature(args.from_curvature) if args.from_curvature is not None else None
+    with naming_from_flag():
+        values = read_curvature(args.from_curvature) if args.from_curvature is not None else None
     for name, default in getattr(args, "from_defaults", {}).items():
         if getattr(args, name) is None:
             setattr(args, name, values[name] if values is not None else default)

@@ -406,8 +406,10 @@ def run(args) -> int:
                        "server, watch its local run folder (wandb/run-...), or read it with fit or diagnose")
     log_signature(args.log)  # FileNotFoundError -> one line
     from grpojax._curvature_file import curvature_meta  # noqa: PLC0415
+    from grpojax.cli._curvature import naming_from_flag  # noqa: PLC0415
 
-    measured = curvature_meta(args.from_curvature) if args.from_curvature is not None else {}
+    with naming_from_flag():
+        measured = curvature_meta(args.from_curvature) if args.from_curvature is not None else {}
     # the NumPy engine (detectors, best checkpoint): its first report needs no JAX; the forecast and the
     # stability margin come from a second engine in a background thread and are merged in when ready
     config = MonitorConfig(metric=args.metric, every=args.every, forecast=False, method=args.method,
