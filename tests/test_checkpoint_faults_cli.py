@@ -168,3 +168,27 @@ def test_disk_filling_during_a_checkpoint_is_one_line_and_resume_is_exact(tmp_pa
         for k in rw:
             np.testing.assert_allclose(rg[k], rw[k], rtol=1e-6, atol=1e-7, err_msg=f"step {rw['step']} {k}")
     assert all(r["grad_norm"] > 0 for r in want[1:])  # the steps compared carry information
+
+
+def test_orbax_reports_through_asyncio_are_held_back_and_others_pass():
+    """asyncio's reports of orbax's abandoned work (the coroutine in the message, the failed OCDBT write in the
+    future's exception, or orbax in the traceback) are dropped; any other asyncio record passes."""
+    import logging
+
+    from grpojax.grpo._orbax_failure import HoldBackLog
+
+    def record(msg, exc=None):
+        exc_info = (type(exc), exc, exc.__traceback__) if exc is not None else None
+        return logging.LogRecord("asyncio", logging.ERROR, "/usr/lib/python3.11/asyncio/base_events.py", 1, msg,
+                                 None, exc_info)
+
+    write = ValueError('RESOURCE_EXHAUSTED: Error writing "leaves.60/0" in OCDBT database at local file '
+                       '"/tmp/run/checkpoints/2.orbax-checkpoint-tmp/state.orbax-checkpoint-tmp/ocdbt.process_0/"')
+    hold = HoldBackLog()
+    assert not hold.filter(record("_GatheringFuture exception was never retrieved\n"
+                                  f"future: <_GatheringFuture finished exception={write!r}>"))
+    assert not hold.filter(record("Future exception was never retrieved", write))
+    assert not hold.filter(record("Task exception was never retrieved\nfuture: <Task finished "
+                                  "coro=<f() done, defined at /site-packages/orbax/checkpoint/x.py:1>>"))
+    assert hold.filter(record("Task exception was never retrieved", ValueError("a user's own coroutine")))
+    assert hold.filter(logging.LogRecord("grpojax", logging.ERROR, "/x.py", 1, "OCDBT database", None, None))

@@ -17,6 +17,7 @@ import logging
 import sys
 import threading
 import time
+import traceback
 
 import orbax.checkpoint as ocp
 
@@ -56,10 +57,21 @@ class HoldBackLog(logging.Filter):
     #: retrieved", naming the orbax coroutine in its message).
     LOGGERS = ("absl", "asyncio")
 
+    #: what marks an asyncio report as orbax's: its code, its temporary folders, its tensorstore database
+    MARKS = ("/orbax/", ".orbax-checkpoint-tmp", "OCDBT database")
+
     def filter(self, record: logging.LogRecord) -> bool:
         if "/orbax/" in record.pathname.replace("\\", "/"):
             return False
-        return not (record.name == "asyncio" and "/orbax/" in record.getMessage().replace("\\", "/"))
+        if record.name != "asyncio":
+            return True
+        # "Task/_GatheringFuture exception was never retrieved": the message names the coroutine or the
+        # failed write, the attached exception its traceback through orbax
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text += "".join(traceback.format_exception(*record.exc_info))
+        text = text.replace("\\", "/")
+        return not any(mark in text for mark in self.MARKS)
 
     def __enter__(self):
         for name in self.LOGGERS:
