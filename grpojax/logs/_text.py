@@ -9,6 +9,7 @@ UTF-8 with undecodable bytes replaced.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import gzip
 import os
 import re
@@ -49,9 +50,23 @@ def decode_text(raw: bytes) -> str:
     return raw[skip:].decode(enc, errors="replace")
 
 
+@contextlib.contextmanager
+def _reading(path: str):
+    """A folder, or gzip data that will not decompress, as a :class:`LogFormatError` naming ``path``; a
+    missing or unreadable file as the OS error it is."""
+    try:
+        yield
+    except IsADirectoryError:
+        raise LogFormatError(path, "is a folder, expected a file") from None
+    except (OSError, EOFError, zlib.error) as e:
+        if isinstance(e, (FileNotFoundError, PermissionError)):
+            raise
+        raise LogFormatError(path, f"gzip-compressed but cannot be decompressed ({e})") from None
+
+
 def _read_bytes(path: str, limit: int | None = None) -> tuple[bytes, bool]:
     """(the file's bytes, decompressed when gzip, at most ``limit`` of them; whether there are more)."""
-    try:
+    with _reading(path):
         with open(path, "rb") as f:
             raw = f.read(limit + 1 if limit is not None else -1)
             if raw[:2] != _GZIP_MAGIC:
@@ -59,12 +74,6 @@ def _read_bytes(path: str, limit: int | None = None) -> tuple[bytes, bool]:
                 return (raw[:limit] if more else raw), more
         with gzip.open(path, "rb") as g:
             raw = g.read(limit + 1 if limit is not None else -1)
-    except IsADirectoryError:
-        raise LogFormatError(path, "is a folder, expected a file") from None
-    except (OSError, EOFError, zlib.error) as e:
-        if isinstance(e, (FileNotFoundError, PermissionError)):
-            raise
-        raise LogFormatError(path, f"gzip-compressed but cannot be decompressed ({e})") from None
     more = limit is not None and len(raw) > limit
     return (raw[:limit] if more else raw), more
 
@@ -91,7 +100,7 @@ def iter_text(path: str, piece: int | None = None, *, with_bytes: bool = False):
     :func:`holds_any`.
     """
     piece = piece or TEXT_PIECE
-    try:
+    with _reading(path):
         with open(path, "rb") as f:
             gz = f.read(2) == _GZIP_MAGIC
         with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
@@ -116,12 +125,6 @@ def iter_text(path: str, piece: int | None = None, *, with_bytes: bool = False):
                     yield (out, out.decode("utf-8", errors="replace")) if with_bytes else \
                         out.decode("utf-8", errors="replace")
                     buf = buf[cut:]
-    except IsADirectoryError:
-        raise LogFormatError(path, "is a folder, expected a file") from None
-    except (OSError, EOFError, zlib.error) as e:
-        if isinstance(e, (FileNotFoundError, PermissionError)):
-            raise
-        raise LogFormatError(path, f"gzip-compressed but cannot be decompressed ({e})") from None
 
 
 def holds_any(raw: bytes, needles) -> bool:
