@@ -125,3 +125,12 @@ def test_fit_cli_a_prefix_too_short_for_the_window_forecast_is_its_error(tmp_pat
     assert main(["fit", str(log), "--prefix", "0.3", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "the prefix 0.3 holds 4 finite points; at least 8 are needed" in err
+
+
+def test_fit_cli_a_constant_curve_names_its_value_as_a_number(tmp_path, capsys):
+    """The constant-curve error shows the reward as the number it is, not a NumPy repr."""
+    log = tmp_path / "const.jsonl"
+    log.write_text("".join(json.dumps({"step": t, "reward_mean": 0.5}) + "\n" for t in range(1, 201)))
+    assert main(["fit", str(log), "--prefix", "0.3", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "every reward = 0.5)" in err and "np." not in err, err

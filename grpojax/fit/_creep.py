@@ -440,7 +440,7 @@ def fit_creep_batched(curves, *, key, num_draws: int = 1000, num_proposals: int 
             raise InvalidValueError(f"curve {i} has {s.size} finite points; the creep model needs at least {MIN_CREEP_POINTS}")
         sc = spread(y)
         if is_flat(y, sc):
-            raise InvalidValueError(f"curve {i} is constant (every reward = {y[0]!r}): there is nothing to fit")
+            raise InvalidValueError(f"curve {i} is constant (every reward = {float(y[0]):g}): there is nothing to fit")
         prepared.append((s, y, float(s[0]), float(s[-1] - s[0]), float(np.mean(y)), sc))
     t0 = np.array([p[2] for p in prepared])
     span = np.array([p[3] for p in prepared])

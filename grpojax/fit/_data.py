@@ -155,7 +155,7 @@ def check_curve(steps, values, *, allow_missing: bool = False, min_points: int =
     obs = y[mask]
     scale = spread(obs)
     if is_flat(obs, scale):
-        raise InvalidValueError(f"the curve is constant (every reward = {obs[0]!r}): there is nothing to fit")
+        raise InvalidValueError(f"the curve is constant (every reward = {float(obs[0]):g}): there is nothing to fit")
     t0 = float(s[0])
     span = float(s[-1] - s[0])
     center = float(np.mean(obs))

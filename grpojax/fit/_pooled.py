@@ -386,7 +386,7 @@ def fit_pooled(curves, *, key, names=None, covariates=None, groups=None, law: st
     allv = np.concatenate([p[1] for p in prepared])
     center, scale = float(np.mean(allv)), spread(allv)
     if is_flat(allv, scale):
-        raise InvalidValueError(f"every run is constant (every reward = {allv[0]!r}): there is nothing to fit")
+        raise InvalidValueError(f"every run is constant (every reward = {float(allv[0]):g}): there is nothing to fit")
     t0 = np.array([p[0][0] for p in prepared])
     spans = np.array([p[0][-1] - p[0][0] for p in prepared])
     unit = float(np.median(spans)) if np.median(spans) > 0 else 1.0
