@@ -134,3 +134,19 @@ def test_fit_cli_a_constant_curve_names_its_value_as_a_number(tmp_path, capsys):
     assert main(["fit", str(log), "--prefix", "0.3", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "every reward = 0.5)" in err and "np." not in err, err
+
+
+def test_fit_cli_tables_are_never_cut_on_a_narrow_terminal(tmp_path, capsys, monkeypatch):
+    """On a 60-column terminal the laws and forecast tables are printed wider (the terminal wraps them), with
+    every value whole: no ellipsis, and the forecast's numbers as fit.json has them."""
+    from grpojax.cli import _common
+
+    monkeypatch.setattr(_common.console, "width", 60)
+    log = pathlib.Path(__file__).parent / "fixtures" / "quickstart" / "trainer_state.json"
+    assert main(["fit", str(log), "--prefix", "0.3", "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "…" not in out and "three_phase" in out and "exponential" in out
+    (entry,) = json.loads((tmp_path / "o" / "fit.json").read_text())["runs"].values()
+    wf = entry["window_forecast"]
+    assert f"{wf['mean']:.4g}" in out and f"[{wf['lo']:.4g}, {wf['hi']:.4g}]" in out
+    assert _common.console.width == 60  # the terminal's width is restored

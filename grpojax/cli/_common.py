@@ -32,6 +32,23 @@ class _OutConsole(Console):
 
 
 console = _OutConsole(stderr=False)
+
+
+def print_table(table) -> None:
+    """Print ``table`` on stdout at least as wide as its widest row: on a terminal narrower than that, the
+    terminal wraps the lines, and no value is cut short with an ellipsis."""
+    from rich.measure import Measurement  # noqa: PLC0415
+
+    need = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    width = console.width
+    if need <= width:
+        console.print(table)
+        return
+    console.width = need  # (print's own width= is capped at the console's)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 err_console = Console(stderr=True)
 
 

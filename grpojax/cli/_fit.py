@@ -9,7 +9,7 @@ import warnings
 
 from grpojax._defaults import FORECAST_METHOD, FORECAST_WINDOW, SEED
 from grpojax._io import save_figure
-from grpojax.cli._common import (LAG_HELP, CLIError, add_bounds_arg, add_lag_arg, err_console, add_log_read_args, check_bounds_arg, console, log_read_kwargs,
+from grpojax.cli._common import (LAG_HELP, CLIError, add_bounds_arg, add_lag_arg, err_console, add_log_read_args, check_bounds_arg, console, log_read_kwargs, print_table,
                                  out_dir, write_json)
 from grpojax.cli._fit_pool import add_pool_args, run_pooled
 from grpojax.cli._output import add_table_output_args, emit_rows, to_stdout
@@ -379,7 +379,7 @@ def run(args) -> int:
     if emit_rows(args, _rows(report), extra={"log": str(args.log), "metric": args.metric}):
         table = wtable = None
     else:
-        console.print(table)
+        print_table(table)
         if above_ceiling:
             console.print(f"* R² above the noise ceiling ({', '.join(above_ceiling)}): the law fits as well as the "
                           "noise allows; the ceiling (1 - noise variance / variance, the noise from first "
@@ -388,7 +388,7 @@ def run(args) -> int:
     for text in bayes_reports:  # the posterior's plateau, oscillator, P(regime) and step at 95% of the gain
         say.print(text, markup=False, highlight=False, soft_wrap=True)
     if wtable is not None:
-        console.print(wtable)
+        print_table(wtable)
         for line in vote_lines:
             console.print(line, highlight=False)
         for line in target_lines:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 
-from grpojax.cli._common import CLIError, console, log_read_kwargs, out_dir, write_json
+from grpojax.cli._common import CLIError, console, log_read_kwargs, out_dir, print_table, write_json
 from grpojax.cli._runs import read_runs
 
 POOL_NUTS = {"num_warmup": 500, "num_samples": 500}
@@ -71,7 +71,7 @@ def run_pooled(args) -> int:
         r = rates[n]
         table.add_row(n, str(int(post.n_obs[i])), f"{m:.4g} [{lo:.4g}, {hi:.4g}]", f"{r[0]:.3g} [{r[1]:.3g}, {r[2]:.3g}]",
                       f"{post.ess[i]:.0f}")
-    console.print(table)
+    print_table(table)
     if post.effects():
         et = Table(title="covariate effects per unit of log(hyperparameter) (90% intervals)")
         for col in ("quantity", "covariate", "effect"):
