@@ -6,7 +6,7 @@ probability the forecast gives that the final reward reaches a target (``WindowF
 better, by the Brier score, than the same probability from persistence and from the sigmoid law?
 
 Corpus. Every train and eval reward series of at least 40 points in the real corpora present here: the
-development runs (``../shared/real-runs``, ``../shared/real-logs``), the public runs of
+development corpus of real runs and logs beside the repository (when present), the public runs of
 ``benchmarks/corpus`` whose files are cached, and the collapse corpus (``benchmarks/collapse_corpus``,
 files in ``data/collapse-corpus-cache``; 58 of its 65 files are also pinned by the held-out forecast
 manifests). Repositories kept for the independent evaluation (``_loro.RESERVED_REPOS``) are never read.
