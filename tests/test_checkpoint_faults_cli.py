@@ -100,9 +100,9 @@ def test_store_in_a_read_only_folder_is_one_line(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["1"]
 
 
-def _train(cfg, out, *extra: str, timeout: float = 600) -> tuple[int, str]:
+def _train(cfg, out, *extra: str, timeout: float = 600, **child) -> tuple[int, str]:
     """``grpojax train --config cfg --out out --quiet`` in a fresh process (length-parity reward); (status, stderr)."""
-    child = _child(["--config", str(cfg), "--out", str(out), *extra])
+    child = _child(["--config", str(cfg), "--out", str(out), *extra], **child)
     _, err = child.communicate(timeout=timeout)
     return child.returncode, err
 
@@ -144,18 +144,19 @@ def test_read_only_checkpoint_folder_stderr_is_one_line(tmp_path):
 
 @pytest.mark.slow  # starts Python, JAX and a compile in a fresh process
 def test_disk_filling_during_a_checkpoint_is_one_line_and_resume_is_exact(tmp_path, monkeypatch):
-    """A 300 KiB tmpfs holds checkpoint 1 but fills while checkpoint 2 is written (in the background). With
-    room again, the same command resumes from step 1 and its log equals an uninterrupted run's."""
+    """The disk is filled to all but 16 KiB once checkpoint 1 is on it, so it fills while checkpoint 2 is written
+    (in the background). With room again, the same command resumes from step 1 and its log equals an
+    uninterrupted run's."""
     cfg = user_config(tmp_path)
     monkeypatch.setattr(trainer_mod, "score_completions", _length_parity_score)
     assert main(["train", "--config", str(cfg), "--out", str(tmp_path / "reference"), "--quiet"]) == 0
-    with tmpfs(tmp_path / "disk", "300k") as disk:
+    with tmpfs(tmp_path / "disk", "8m") as disk:
         run = disk / "run"
-        rc, err = _train(cfg, run)
+        rc, err = _train(cfg, run, fill_before=2, ballast=disk / "ballast")
         assert rc == 1 and err == (f"grpojax train: error: could not write checkpoint 2 in {run / 'checkpoints'}: "
                                    "no space left on the device; the last good checkpoint is step 1\n"), err
         assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["1"]
-        _mount("-o", "remount,size=4m", str(disk))
+        (disk / "ballast").unlink()
         rc, err = _train(cfg, run)
         assert rc == 0, err
         summary = json.loads((run / "summary.json").read_text())

@@ -512,9 +512,14 @@ import grpojax.grpo._trainer as trainer_mod
 from grpojax.grpo._checkpoint import CheckpointStore
 from test_grpo_trainer import _length_parity_score
 trainer_mod.score_completions = _length_parity_score
+from test_faults import fill_disk
 stall_after = int(os.environ.get("STALL_AFTER_CHECKPOINT", "-1"))
+fill_before = int(os.environ.get("FILL_DISK_BEFORE_CHECKPOINT", "-1"))
 save = CheckpointStore.save
 def stalling_save(self, step, *a, **k):
+    if step == fill_before:
+        self.wait()  # the checkpoint before is on the disk
+        fill_disk(os.environ["FILL_DISK_BALLAST"])
     path = save(self, step, *a, **k)
     if step == stall_after:
         self.wait()  # written: the kill below comes after checkpoint ``step``
@@ -527,8 +532,20 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _child(argv, *, stall_after: int = -1) -> subprocess.Popen:
-    env = dict(os.environ, JAX_PLATFORMS="cpu", STALL_AFTER_CHECKPOINT=str(stall_after))
+def fill_disk(ballast: str | pathlib.Path, *, leave: int = 16 * 1024) -> None:
+    """Fill the file system holding ``ballast`` with that file, to all but ``leave`` bytes.
+
+    Tests fill the disk between two checkpoints rather than sizing a tmpfs to hold exactly one: how many files
+    orbax's OCDBT writer splits a checkpoint into (each rounded up to a page) varies with thread timing."""
+    st = os.statvfs(pathlib.Path(ballast).parent)
+    pathlib.Path(ballast).write_bytes(b"\0" * max(st.f_bavail * st.f_frsize - leave, 0))
+
+
+def _child(argv, *, stall_after: int = -1, fill_before: int = -1, ballast: str = "") -> subprocess.Popen:
+    """``grpojax train ARGV --quiet`` in a fresh process (length-parity reward). It can stall after checkpoint
+    ``stall_after`` (to be killed there), or fill the disk with ``ballast`` before checkpoint ``fill_before``."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu", STALL_AFTER_CHECKPOINT=str(stall_after),
+               FILL_DISK_BEFORE_CHECKPOINT=str(fill_before), FILL_DISK_BALLAST=str(ballast))
     return subprocess.Popen([sys.executable, "-c", CHILD.format(tests=str(TESTS)), "train", *argv, "--quiet"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -976,16 +993,28 @@ def test_train_on_a_full_disk_is_one_line(tmp_path, capsys, parity):
 
 
 @pytest.mark.slow
-def test_disk_full_mid_run_keeps_the_last_checkpoint_and_resumes(tmp_path, capsys, parity):
+def test_disk_full_mid_run_keeps_the_last_checkpoint_and_resumes(tmp_path, capsys, parity, monkeypatch):
     """The disk fills at the second checkpoint: one line naming step 1 as the last good one; with room again
-    (the tmpfs grown), the same command resumes from step 1 and finishes."""
+    (the ballast removed), the same command resumes from step 1 and finishes.
+
+    The disk is filled once checkpoint 1 is on it (``fill_disk``)."""
     cfg = user_config(tmp_path)
-    with tmpfs(tmp_path / "disk", "300k") as disk:
+    real_save = CheckpointStore.save
+
+    def save_on_a_filling_disk(self, step, state, meta=None):
+        if step == 2:
+            self.wait()  # checkpoint 1 committed
+            fill_disk(disk / "ballast")
+        return real_save(self, step, state, meta)
+
+    with tmpfs(tmp_path / "disk", "8m") as disk:
+        monkeypatch.setattr(CheckpointStore, "save", save_on_a_filling_disk)
         rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(disk / "run"))
         line = one_line(err)
         assert rc == 1 and "could not write checkpoint 2" in line and "the last good checkpoint is step 1" in line, line
         assert json.loads((disk / "run" / "summary.json").read_text())["status"] == "interrupted"
-        assert subprocess.run(["mount", "-o", "remount,size=4m", str(disk)]).returncode == 0
+        monkeypatch.setattr(CheckpointStore, "save", real_save)
+        (disk / "ballast").unlink()
         rc, err = run_cli(capsys, "--config", str(cfg), "--out", str(disk / "run"))
         assert rc == 0, err
         summary = json.loads((disk / "run" / "summary.json").read_text())
