@@ -11,7 +11,7 @@ import pytest
 import grpojax.dynamics as dyn
 from _experiments import load_experiment
 from grpojax._errors import InvalidValueError
-from grpojax.dynamics._schedule import adam_to_heavy_ball, schedule_margin, schedule_shape
+from grpojax.dynamics._schedule import adam_gain, adam_to_heavy_ball, schedule_margin, schedule_shape
 
 
 def _optax_shape(name, steps, w):
@@ -83,6 +83,43 @@ def test_adam_margin_uses_the_reduction():
         schedule_margin(1e-3, 2, 0.3, adam=red, mu=0.9, steps=10)
 
 
+@pytest.mark.parametrize("f", [0.3, 1.0, 2.5, 8.0])
+def test_adam_gain_on_policy_closed_form(f):
+    # μ = β₁ = 0, K_ref = 1 (refresh every step): e' = (1 − a) e + η ξ with a = η K, K = K_0 + K_d, so
+    # Var(e) = η²σ²/(a(2 − a)), Γ = 1 + K² Var(e)/σ² = 2/(2 − a), η* K = 2; with a = 2f/r the gain law
+    # r² = Γ becomes r² − f r − 1 = 0
+    kd, k0 = 0.3, 0.2
+    g = adam_gain(f, 1, kd, adam=adam_to_heavy_ball(beta1=0.0), lag="periodic", k_instant=k0)
+    r = (f + math.sqrt(f * f + 4)) / 2
+    assert math.isclose(g.rms_ratio, r, rel_tol=1e-6) and math.isclose(g.step_fraction, f / r, rel_tol=1e-6)
+    a = 2 * f / r
+    eta = a / (kd + k0)
+    assert math.isclose(g.error_sd, eta / math.sqrt(a * (2 - a)), rel_tol=1e-6)
+
+
+def test_adam_gain_never_crosses_the_threshold_and_reaches_the_schedule_summary():
+    red = adam_to_heavy_ball(beta1=0.9)
+    gains = [adam_gain(f, 4, 0.3, adam=red, lag="periodic", k_instant=0.1) for f in (0.5, 1.0, 2.0, 10.0)]
+    assert all(g.rms_ratio > max(1.0, g.lr_over_critical) and g.step_fraction < 1 for g in gains)
+    assert all(a.step_fraction < b.step_fraction for a, b in zip(gains, gains[1:]))
+    assert 1 - gains[-1].step_fraction < 0.05  # far above, the effective step sits just below η*_hb
+    r = schedule_margin(2.0, 4, 0.3, adam=red, lag="periodic", k_instant=0.1, schedule="cosine", steps=50)
+    g = adam_gain(2.0 / r.critical_lr, 4, 0.3, adam=red, lag="periodic", k_instant=0.1)
+    assert math.isclose(r.summary()["adam_rms_gain"], g.rms_ratio, rel_tol=1e-9)
+    # with decoupled weight decay (its η λ does not enter v) the operating point is still a stable update
+    wd = adam_to_heavy_ball(beta1=0.9, weight_decay=0.05)
+    eta_star = float(dyn.exact_critical_eta(0.9, 4, 0.3, lag="periodic", k_instant=0.1 + wd.k_instant_extra))
+    for f in (1.0, 4.0):
+        g = adam_gain(f, 4, 0.3, adam=wd, lag="periodic", k_instant=0.1)
+        eta_hb = f * eta_star / g.rms_ratio
+        a0 = eta_hb * 0.1 + f * eta_star * wd.k_instant_extra
+        assert float(dyn.spectral_radius_periodic(eta_hb * 0.3, 0.9, 4, a0=a0)) < 1
+    heavy = schedule_margin(2.0, 4, 0.3, mu=0.9, steps=50).summary()
+    assert heavy["adam_rms_gain"] is None and heavy["adam_step_fraction"] is None
+    with pytest.raises(InvalidValueError, match="lr_over_critical"):
+        adam_gain(-1.0, 4, 0.3, adam=red)
+
+
 def test_growth_is_zero_below_and_positive_above_the_threshold():
     kw = dict(mu=0.9, schedule="cosine", steps=400, warmup_steps=20)
     below = schedule_margin(0.9 * float(dyn.exact_critical_eta(0.9, 4, 0.5)), 4, 0.5, **kw)
@@ -121,6 +158,20 @@ def test_bandit_onset_with_a_cosine_schedule_heavy_ball_no_momentum():
 @pytest.mark.slow
 def test_bandit_onset_with_a_cosine_schedule_heavy_ball_momentum():
     r = _bandit_onset(0.9, 4, [0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4], 8, 1500, 75)
+    assert 0.85 <= r["measured_over_predicted"] <= 1.15, r
+
+
+@pytest.mark.slow
+def test_bandit_adam_preconditioner_follows_the_gain_law():
+    # Adam in the bandit at a constant lr after the warmup, from 0.7 to 2 × the predicted critical lr: no run
+    # leaves the plateau (Adam does not diverge past the threshold), the settled sqrt(v̂) over its noise floor
+    # is within ±15% of the gain law at every lr, and the critical lr fitted from it within ±15% of the
+    # predicted one (the band of the heavy-ball onset tests)
+    sv = load_experiment("schedule_validation")
+    r = sv.case("t", sv.bandit_config(256, 0.9, 4), "adam", steps=1200, warmup=60, factors=[0.7, 1.3, 2.0], seeds=4,
+                pilot_steps=2000, schedule="constant_with_warmup")
+    assert r["unstable_fraction"] == [0.0, 0.0, 0.0], r
+    np.testing.assert_allclose(r["measured_rms_gain"], r["predicted_rms_gain"], rtol=0.15)
     assert 0.85 <= r["measured_over_predicted"] <= 1.15, r
 
 

@@ -15,12 +15,30 @@ Without a gradient scale the preconditioner is 1: the curvature must then alread
 λ (sqrt(v) + ε) / (1 − β₁); written exactly, the decay also scales the e[n−1] coefficient μ by (1 − η λ),
 a relative change η λ that is neglected (η λ ≪ 1 − β₁ in every practical setting).
 
-Where the reduction is weak: (1) when the mean gradient dominates the noise (ḡ² ≫ σ²/B), v̂ follows the
-error itself and the update becomes sign-like, m̂/sqrt(v̂) ≈ ±1: the effective curvature K / sqrt(v) grows
-as the error shrinks, so there is no fixed linear threshold (the run rattles at an amplitude ~ η instead of
-diverging); (2) in the first steps the bias corrections multiply the step by 1 / (1 − β₁^t) (10× at t = 1
+Where the reduction is weak: (1) v is not a constant: it contains the error's own gradient, so near and
+above the threshold the preconditioner grows with the oscillation (the gain law below), and when the mean
+gradient dominates the noise (ḡ² ≫ σ²/B) the update becomes sign-like, m̂/sqrt(v̂) ≈ ±1; (2) in the first steps the bias corrections multiply the step by 1 / (1 − β₁^t) (10× at t = 1
 for β₁ = 0.9, below 1.05 after 28 steps): a handful of steps too few for a frozen-coefficient margin to
 mean growth, so they are counted (``bias_corrected_steps``) but left out of the margin.
+
+**Adam's preconditioner follows the error (the gain law).** v̂ averages the whole gradient, the error's
+own part included: v = σ²/B + E[(K_0 e_n + K_d e_b(n))²] at the plateau. The second term is the stationary
+fluctuation of the linearised oscillator driven by the noise, and it grows without bound as η_hb reaches
+η*_hb. Solved self-consistently (quasi-static: v̂ settles, 1 − β₂ small against the schedule's rate; e
+Gaussian; ε ≪ sqrt(v)), with f = η / critical_lr (critical_lr: the threshold at the noise floor v₀ = σ²/B)
+and r = sqrt(v / v₀):
+
+    r² = Γ(f η*_hb / r),    Γ(η_hb) = 1 + ⟨(K_0 e + K_d e_b)²⟩ / (σ²/B)
+
+(⟨·⟩ the stationary second moment, averaged over a refresh period, of the oscillator at step η_hb; from the
+discrete Lyapunov equation of the escape model). Γ → ∞ as η_hb → η*_hb, so the root always has
+η_hb = f η*_hb / r < η*_hb: **a linearised Adam run never crosses the threshold**. Below critical_lr the
+preconditioner is inflated a little (r = 1.2 .. 1.5 in the softmax bandit between 0.5 and 1× critical_lr);
+above it r ≈ f, i.e. sqrt(v) ≈ sqrt(v₀)·lr/critical_lr, the effective step stays just below η*_hb and the
+oscillation's amplitude grows in proportion to the lr (:func:`adam_gain`). critical_lr is therefore the knee
+of that gain law (where the oscillation, not the noise, starts to set the step), not a divergence. The run
+leaves the plateau only once the oscillation reaches the edge of the basin where the linearisation stops,
+which this model does not predict (about 3× critical_lr in the softmax bandit).
 
 **Schedules.** The shapes are those of ``transformers.get_scheduler`` (TRL's ``lr_scheduler_type``):
 ``constant``; ``constant_with_warmup``; ``linear`` (warmup, then linear decay to 0 at the last step);
@@ -41,7 +59,8 @@ from grpojax._checks import check_choice
 from grpojax._defaults import ADVICE_MARGIN, LAG
 from grpojax._errors import InvalidValueError
 
-__all__ = ["SCHEDULES", "AdamReduction", "ScheduleMargin", "adam_to_heavy_ball", "schedule_shape", "schedule_margin"]
+__all__ = ["SCHEDULES", "AdamGain", "AdamReduction", "ScheduleMargin", "adam_gain", "adam_to_heavy_ball",
+           "schedule_shape", "schedule_margin"]
 
 from grpojax._defaults import SCHEDULES  # noqa: E402  (named once, for the command line without JAX)
 """Learning-rate schedule names (as ``transformers`` / TRL name them)."""
@@ -151,6 +170,96 @@ def adam_to_heavy_ball(*, beta1: float, beta2: float = 0.999, eps: float = 1e-8,
     return AdamReduction((1.0 - b1) / den, b1, lam * den / (1.0 - b1), sv)
 
 
+class AdamGain(NamedTuple):
+    """Adam's self-consistent preconditioner at a frozen lr (module notes, "the gain law").
+
+    Attributes:
+        lr_over_critical: f = lr / critical_lr (critical_lr at the noise-floor v₀).
+        rms_ratio: r = sqrt(v / v₀), the settled preconditioner over its noise floor.
+        step_fraction: the effective heavy-ball step over the threshold, η_hb / η*_hb = f / r (< 1).
+        error_sd: the stationary standard deviation of the error e per unit sqrt(v₀) (in the curvature's
+            units: multiply by the gradient's noise floor sqrt(v₀) for e's units).
+    """
+
+    lr_over_critical: float
+    rms_ratio: float
+    step_fraction: float
+    error_sd: float
+
+
+def _gradient_power(eta_hb, mu, k_ref, kd, k0_map, k0_grad, lag):
+    """(Γ − 1, Var(e)) per unit noise variance: the stationary ⟨(K_0 e + K_d e_b)²⟩ and ⟨e²⟩ of the oscillator
+    at step ``eta_hb`` (update with instant stiffness ``k0_map``, gradient with ``k0_grad``), averaged over a
+    refresh period; (inf, inf) when the update is unstable."""
+    from grpojax.dynamics._escape import _step_maps, _stationary_start  # noqa: PLC0415
+
+    one = lambda x: np.array([float(x)])  # noqa: E731
+    maps = _step_maps(one(eta_hb), one(mu), k_ref, one(kd), one(k0_map), lag)[:, 0]
+    period, n, _ = maps.shape
+    try:
+        P, radius = _stationary_start(maps[:, None], one(eta_hb**2))
+    except np.linalg.LinAlgError:  # on the threshold to rounding: the Lyapunov equation is singular
+        return math.inf, math.inf
+    if not radius[0] < 1.0:
+        return math.inf, math.inf
+    P = P[0]
+    grad = np.zeros(n)
+    grad[0] += k0_grad
+    grad[-1 if lag == "periodic" else k_ref] += kd  # periodic: the snapshot s; constant: e_{n−d}
+    refreshed = np.array([k0_grad + kd] + [0.0] * (n - 1))  # phase 0 of a period: s := e_n before the step
+    g2 = var = 0.0
+    for k, A in enumerate(maps):
+        c = refreshed if (lag == "periodic" and k == 0) else grad
+        g2 += float(c @ P @ c)
+        var += float(P[0, 0])
+        P = A @ P @ A.T
+        P[0, 0] += eta_hb**2
+    return g2 / period, var / period
+
+
+def adam_gain(lr_over_critical: float, k_ref: int, curvature: float, *, adam: AdamReduction, lag: str = LAG,
+              k_instant: float = 0.0) -> AdamGain:
+    """Adam's settled preconditioner and effective step at lr = f × critical_lr (module notes, "the gain law").
+
+    Solves r² = Γ(f η*_hb / r) for r = sqrt(v / v₀) > max(1, f): the quasi-static answer for a constant lr (a
+    schedule that changes slowly against 1 / (1 − β₂) steps). ``k_instant`` is the gradient's own K_0 (the
+    weight decay of ``adam`` is added to the update, not to the gradient that v averages).
+
+    Example:
+        >>> red = adam_to_heavy_ball(beta1=0.9)
+        >>> g = adam_gain(3.0, 4, 0.12, adam=red, lag="periodic", k_instant=0.05)
+        >>> 3.0 < g.rms_ratio < 3.5 and 0.9 < g.step_fraction < 1.0
+        True
+    """
+    from scipy.optimize import brentq  # noqa: PLC0415
+
+    from grpojax.dynamics import _stability as dyn  # noqa: PLC0415
+
+    f = _num("lr_over_critical", lr_over_critical, lambda x: x >= 0, ">= 0 (the lr over the critical lr)")
+    kd = _num("curvature", curvature, lambda x: x > 0, "> 0 (the stale stiffness K_d)")
+    k0 = _num("k_instant", k_instant, lambda x: x >= 0, ">= 0 (the instant stiffness K_0)")
+    extra = float(adam.k_instant_extra)
+    eta_star = float(dyn.exact_critical_eta(adam.mu, k_ref, kd, lag=lag, k_instant=k0 + extra))
+    if f == 0.0:
+        return AdamGain(0.0, 1.0, 0.0, 0.0)
+
+    def power(r):  # the weight decay's a₀ = η λ = f η*_hb × extra does not scale with the preconditioner
+        eta_hb = f * eta_star / r
+        return _gradient_power(eta_hb, adam.mu, k_ref, kd, k0 + extra * r, k0, lag)
+
+    def h(r):
+        return r * r - min(1.0 + power(r)[0], 1e300)
+
+    hi = 2.0 * max(1.0, f)  # h(1) = 1 − Γ < 0 (or the update is unstable there): the root is above 1
+    while h(hi) <= 0.0:
+        if hi > 1e12 * max(1.0, f):  # only the weight decay's own η λ is left, and it alone is unstable
+            raise InvalidValueError(f"the decoupled weight decay alone destabilises the update at lr = {f:g} × "
+                                    "critical lr (lr × weight_decay too large)")
+        hi *= 2.0
+    r = float(brentq(h, 1.0, hi, xtol=1e-12 * hi, rtol=1e-10))
+    return AdamGain(f, r, f / r, math.sqrt(power(r)[1]))
+
+
 class ScheduleMargin(NamedTuple):
     """The stability margin along a schedule (learning rates in the user's units).
 
@@ -163,11 +272,15 @@ class ScheduleMargin(NamedTuple):
         required_margin: the margin the advice keeps.
         growth_efolds: the largest frozen-coefficient growth Σ log ρ(η(t)) over any stretch of steps
             (0 when the run stays below η*; ρ the exact per-step spectral radius; nan for a constant lag
-            above the eigenvalue size limit).
+            above the eigenvalue size limit). For Adam it holds v at its noise floor: an upper bound, since
+            the preconditioner grows with the oscillation (``adam_gain``).
         bias_corrected_steps: Adam only: steps whose bias-correction factor 1/(1 − β₁^{t+1}) exceeds 1.05.
         mu, step_scale, k_instant: what the oscillator used (after the Adam reduction).
         escape_probability: P(escape within the schedule) (quasi-static: the escape model's exit rate at
             each step's lr, summed) when a noise and basin are given; else None.
+        adam_gain: Adam only: :func:`adam_gain` at the schedule's peak (the settled preconditioner over its
+            noise floor and the effective step over η*_hb); None for heavy ball, or a constant lag above the
+            escape model's limit.
     """
 
     lr: np.ndarray
@@ -184,6 +297,7 @@ class ScheduleMargin(NamedTuple):
     step_scale: float
     k_instant: float
     escape_probability: float | None
+    adam_gain: AdamGain | None = None
 
     def summary(self) -> dict:
         """The scalars, as plain Python values (for JSON and tables)."""
@@ -191,7 +305,9 @@ class ScheduleMargin(NamedTuple):
                     peak_lr=float(np.max(self.lr)), advised_peak_lr=self.advised_peak_lr,
                     required_margin=self.required_margin, growth_efolds=self.growth_efolds,
                     bias_corrected_steps=self.bias_corrected_steps, mu=self.mu, step_scale=self.step_scale,
-                    k_instant=self.k_instant, escape_probability=self.escape_probability)
+                    k_instant=self.k_instant, escape_probability=self.escape_probability,
+                    adam_rms_gain=None if self.adam_gain is None else self.adam_gain.rms_ratio,
+                    adam_step_fraction=None if self.adam_gain is None else self.adam_gain.step_fraction)
 
 
 def _max_stretch(x: np.ndarray) -> float:
@@ -259,7 +375,17 @@ def schedule_margin(peak_lr: float, k_ref: int, curvature: float, *, schedule: s
     esc = None
     if noise is not None and basin is not None:
         esc = _escape_along(lr * scale, m, k_ref, float(curvature), k0, lag, noise, basin, samples_per_step)
-    return ScheduleMargin(lr, shape, crit, marg, float(marg[i]), i, advised, req, growth, bias, m, scale, k0, esc)
+    gain = None
+    if adam is not None and (lag == "periodic" or k_ref <= _escape_max_lag()):
+        gain = adam_gain(float(np.max(lr)) / crit, k_ref, curvature, adam=adam, lag=lag, k_instant=k_instant)
+    return ScheduleMargin(lr, shape, crit, marg, float(marg[i]), i, advised, req, growth, bias, m, scale, k0, esc,
+                          gain)
+
+
+def _escape_max_lag() -> int:
+    from grpojax.dynamics._escape import ESCAPE_MAX_LAG  # noqa: PLC0415
+
+    return ESCAPE_MAX_LAG
 
 
 def _escape_along(eta_hb, mu, k_ref, kd, k0, lag, noise, basin, samples) -> float | None:
