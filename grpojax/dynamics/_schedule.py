@@ -51,6 +51,7 @@ steps above η* (largest over any stretch) says how far a run that crosses η* o
 from __future__ import annotations
 
 import math
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -59,12 +60,14 @@ from grpojax._checks import check_choice
 from grpojax._defaults import ADVICE_MARGIN, LAG
 from grpojax._errors import InvalidValueError
 
-__all__ = ["SCHEDULES", "AdamGain", "AdamReduction", "ScheduleMargin", "adam_gain", "adam_to_heavy_ball",
-           "schedule_shape", "schedule_margin"]
+__all__ = ["SCHEDULES", "AdamGain", "AdamPath", "AdamReduction", "ScheduleMargin", "adam_along_schedule", "adam_gain",
+           "adam_to_heavy_ball", "schedule_shape", "schedule_margin"]
 
 from grpojax._defaults import SCHEDULES  # noqa: E402  (named once, for the command line without JAX)
 """Learning-rate schedule names (as ``transformers`` / TRL name them)."""
 
+ADAM_PATH_MAX_LAG = 64
+"""Largest constant lag for which :func:`schedule_margin` propagates Adam's preconditioner (a (d+2)² state)."""
 _BIAS_TOL = 1.05  # a bias-corrected step counts as "early" while 1/(1 − β₁^t) exceeds this
 
 
@@ -196,8 +199,12 @@ def _gradient_power(eta_hb, mu, k_ref, kd, k0_map, k0_grad, lag):
     one = lambda x: np.array([float(x)])  # noqa: E731
     maps = _step_maps(one(eta_hb), one(mu), k_ref, one(kd), one(k0_map), lag)[:, 0]
     period, n, _ = maps.shape
-    try:
-        P, radius = _stationary_start(maps[:, None], one(eta_hb**2))
+    from scipy.linalg import LinAlgWarning  # noqa: PLC0415
+
+    try:  # next to the threshold the Lyapunov equation is ill-conditioned, but Γ is then huge either way
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LinAlgWarning)
+            P, radius = _stationary_start(maps[:, None], one(eta_hb**2))
     except np.linalg.LinAlgError:  # on the threshold to rounding: the Lyapunov equation is singular
         return math.inf, math.inf
     if not radius[0] < 1.0:
@@ -260,6 +267,85 @@ def adam_gain(lr_over_critical: float, k_ref: int, curvature: float, *, adam: Ad
     return AdamGain(f, r, f / r, math.sqrt(power(r)[1]))
 
 
+class AdamPath(NamedTuple):
+    """Adam's preconditioner and error along a schedule (module notes, "along a schedule"), per step (T,).
+
+    Attributes:
+        rms_ratio: sqrt(E[v̂_t] / v₀), the bias-corrected second moment over its noise floor.
+        step_fraction: the effective heavy-ball step over the threshold, lr(t)(1 − β₁)/sqrt(v̂_t) / η*_hb
+            (bias correction of the first moment included; above 1 while an oscillation grows).
+        error_sd: the standard deviation of e after step t, per unit sqrt(v₀) (as :class:`AdamGain`).
+    """
+
+    rms_ratio: np.ndarray
+    step_fraction: np.ndarray
+    error_sd: np.ndarray
+
+
+def adam_along_schedule(lr_over_critical, k_ref: int, curvature: float, *, adam: AdamReduction, beta2: float = 0.999,
+                        lag: str = LAG, k_instant: float = 0.0) -> AdamPath:
+    """Adam's second moment and error variance along a schedule, from rest at the plateau.
+
+    ``lr_over_critical``: lr(t) / critical_lr at each step (critical_lr at the noise floor v₀). The
+    linearised update on (e, u, lagged errors) with noise of variance v₀ per step is propagated in its
+    second moments exactly, with v̂ replaced by its expectation: E[g_t²] = v₀ + ⟨(K_0 e + K_d e_b)²⟩_t feeds
+    v ← β₂ v + (1 − β₂) E[g_t²], and the step lr(t)(1 − β₁)/sqrt(v̂_t)/(1 − β₁^{t+1}) sets the next map. At
+    a constant lr it settles to :func:`adam_gain`.
+
+    Example:
+        >>> red = adam_to_heavy_ball(beta1=0.9)
+        >>> p = adam_along_schedule(np.full(6000, 2.0), 4, 0.12, adam=red, lag="periodic", k_instant=0.05)
+        >>> g = adam_gain(2.0, 4, 0.12, adam=red, lag="periodic", k_instant=0.05)
+        >>> abs(p.rms_ratio[-1] / g.rms_ratio - 1) < 1e-3
+        True
+    """
+    from grpojax.dynamics import _stability as dyn  # noqa: PLC0415
+
+    f = np.asarray(lr_over_critical, np.float64)
+    if f.ndim != 1 or f.size == 0 or not np.all(np.isfinite(f) & (f >= 0)):
+        raise InvalidValueError("lr_over_critical must be a non-empty 1-d array of finite values >= 0 "
+                                f"(lr / critical lr per step), got shape {f.shape}")
+    kd = _num("curvature", curvature, lambda x: x > 0, "> 0 (the stale stiffness K_d)")
+    k0 = _num("k_instant", k_instant, lambda x: x >= 0, ">= 0 (the instant stiffness K_0)")
+    b2 = _num("beta2", beta2, lambda x: 0 <= x < 1, "in [0, 1) (Adam's second-moment decay)")
+    if lag == "constant" and k_ref > _escape_max_lag():
+        raise InvalidValueError(f"k_ref={k_ref} is above the limit {_escape_max_lag()} for a constant lag")
+    mu, extra = float(adam.mu), float(adam.k_instant_extra)
+    eta_star = float(dyn.exact_critical_eta(mu, k_ref, kd, lag=lag, k_instant=k0 + extra))
+    periodic = lag == "periodic"
+    n = 3 if periodic else k_ref + 2  # (e, u, s) or (e_n, u, e_{n−1}, …, e_{n−d})
+    c = np.zeros(n)
+    c[0] = k0
+    c[2 if periodic else n - 1] += kd
+    b = np.zeros(n)
+    P = np.zeros((n, n))
+    m2 = 0.0
+    out = np.empty((3, f.size))
+    for t, ft in enumerate(f):
+        if periodic and t % k_ref == 0:  # refresh: s := e
+            R = np.eye(n)
+            R[2] = 0.0
+            R[2, 0] = 1.0
+            P = R @ P @ R.T
+        m2 = b2 * m2 + (1.0 - b2) * (1.0 + float(c @ P @ c))
+        r = math.sqrt(m2 / (1.0 - b2 ** (t + 1)))
+        eta = ft * eta_star / r / (1.0 - mu ** (t + 1))  # heavy-ball step, bias-corrected first moment
+        A = np.zeros((n, n))
+        A[1, 1] = mu  # u' = μ u + g, g = −c·x + ξ
+        A[1] -= c
+        A[0] = eta * A[1]  # e' = e + η u' − lr λ e
+        A[0, 0] += 1.0 - ft * eta_star * extra
+        if periodic:
+            A[2, 2] = 1.0
+        else:
+            A[2, 0] = 1.0  # e_{n−1} := e_n, and the older ones shift down
+            A[3:, 2:-1] = np.eye(n - 3)
+        b[0], b[1] = eta, 1.0
+        P = A @ P @ A.T + np.outer(b, b)
+        out[:, t] = r, eta / eta_star, math.sqrt(max(P[0, 0], 0.0))
+    return AdamPath(*out)
+
+
 class ScheduleMargin(NamedTuple):
     """The stability margin along a schedule (learning rates in the user's units).
 
@@ -278,9 +364,9 @@ class ScheduleMargin(NamedTuple):
         mu, step_scale, k_instant: what the oscillator used (after the Adam reduction).
         escape_probability: P(escape within the schedule) (quasi-static: the escape model's exit rate at
             each step's lr, summed) when a noise and basin are given; else None.
-        adam_gain: Adam only: :func:`adam_gain` at the schedule's peak (the settled preconditioner over its
-            noise floor and the effective step over η*_hb); None for heavy ball, or a constant lag above the
-            escape model's limit.
+        adam_path: Adam only: :func:`adam_along_schedule` over the schedule (the preconditioner over its
+            noise floor, the effective step over η*_hb and the error's spread at every step); None for heavy
+            ball, or a constant lag above ``ADAM_PATH_MAX_LAG``.
     """
 
     lr: np.ndarray
@@ -297,7 +383,7 @@ class ScheduleMargin(NamedTuple):
     step_scale: float
     k_instant: float
     escape_probability: float | None
-    adam_gain: AdamGain | None = None
+    adam_path: AdamPath | None = None
 
     def summary(self) -> dict:
         """The scalars, as plain Python values (for JSON and tables)."""
@@ -306,8 +392,16 @@ class ScheduleMargin(NamedTuple):
                     required_margin=self.required_margin, growth_efolds=self.growth_efolds,
                     bias_corrected_steps=self.bias_corrected_steps, mu=self.mu, step_scale=self.step_scale,
                     k_instant=self.k_instant, escape_probability=self.escape_probability,
-                    adam_rms_gain=None if self.adam_gain is None else self.adam_gain.rms_ratio,
-                    adam_step_fraction=None if self.adam_gain is None else self.adam_gain.step_fraction)
+                    **self._adam_summary())
+
+    def _adam_summary(self) -> dict:
+        p = self.adam_path
+        if p is None:
+            return dict(adam_rms_gain=None, adam_rms_gain_step=None, adam_max_step_fraction=None)
+        i = int(np.argmax(p.rms_ratio))
+        late = p.step_fraction[min(self.bias_corrected_steps, p.step_fraction.size - 1):]
+        return dict(adam_rms_gain=float(p.rms_ratio[i]), adam_rms_gain_step=i,
+                    adam_max_step_fraction=float(np.max(late)))
 
 
 def _max_stretch(x: np.ndarray) -> float:
@@ -323,7 +417,7 @@ def schedule_margin(peak_lr: float, k_ref: int, curvature: float, *, schedule: s
                     warmup_steps: int = 0, warmup_ratio: float | None = None, mu: float | None = None,
                     lag: str = LAG, k_instant: float = 0.0, adam: AdamReduction | None = None,
                     margin: float = ADVICE_MARGIN, noise: float | None = None, basin: float | None = None,
-                    samples_per_step: int = 1) -> ScheduleMargin:
+                    samples_per_step: int = 1, beta2: float = 0.999) -> ScheduleMargin:
     """The exact stability margin at every step of a schedule, its minimum and the advised peak lr.
 
     Args:
@@ -336,6 +430,7 @@ def schedule_margin(peak_lr: float, k_ref: int, curvature: float, *, schedule: s
         margin: the margin the advised peak keeps (default: the advice's).
         noise, basin, samples_per_step: per-sample gradient variance σ², the basin half-width w and B: give
             both ``noise`` and ``basin`` for P(escape) along the schedule.
+        beta2: Adam's β₂, for the preconditioner along the schedule (``adam_path``).
 
     Example:
         >>> r = schedule_margin(0.01, 4, 0.5, mu=0.9, schedule="cosine", steps=100, warmup_steps=10)
@@ -376,8 +471,8 @@ def schedule_margin(peak_lr: float, k_ref: int, curvature: float, *, schedule: s
     if noise is not None and basin is not None:
         esc = _escape_along(lr * scale, m, k_ref, float(curvature), k0, lag, noise, basin, samples_per_step)
     gain = None
-    if adam is not None and (lag == "periodic" or k_ref <= _escape_max_lag()):
-        gain = adam_gain(float(np.max(lr)) / crit, k_ref, curvature, adam=adam, lag=lag, k_instant=k_instant)
+    if adam is not None and (lag == "periodic" or k_ref <= ADAM_PATH_MAX_LAG):
+        gain = adam_along_schedule(lr / crit, k_ref, curvature, adam=adam, beta2=beta2, lag=lag, k_instant=k_instant)
     return ScheduleMargin(lr, shape, crit, marg, float(marg[i]), i, advised, req, growth, bias, m, scale, k0, esc,
                           gain)
 
