@@ -231,3 +231,22 @@ def test_watch_margin_at_the_logged_lr():
     assert got["logged_lr_step"] == 46 and math.isclose(got["logged_lr"], lr[46])
     assert math.isclose(got["margin_at_logged_lr"], 1 - lr[46] / star)
     assert _logged_lr_margin(run, {"exact_critical_eta": math.inf}) == {}
+
+
+def test_predict_prints_the_adam_rows_without_claiming_a_divergence(tmp_path, capsys):
+    import json
+
+    from grpojax.cli import main
+
+    argv = ["predict", "--eta", "0.2", "--k-ref", "4", "--curvature", "0.5", "--optimizer", "adamw", "--beta1", "0.9",
+            "--grad-rms", "0.05", "--schedule", "cosine", "--warmup", "50", "--steps", "500", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    block = json.loads((tmp_path / "prediction.json").read_text())["schedule"]
+    red = adam_to_heavy_ball(beta1=0.9, grad_rms=0.05)
+    r = schedule_margin(0.2, 4, 0.5, adam=red, schedule="cosine", steps=500, warmup_steps=50)
+    assert block["peak_lr"] > block["critical_lr"]  # past the threshold at the noise floor
+    assert math.isclose(block["adam_rms_gain"], r.summary()["adam_rms_gain"], rel_tol=1e-9)
+    assert f"sqrt(v) up to {block['adam_rms_gain']:.3g}× its noise floor" in text
+    assert "no divergence" in text and "growth above the threshold" not in text
+    assert "exact critical lr" not in text and f"critical lr {block['critical_lr']:.4g}" in text

@@ -234,7 +234,7 @@ def run(args) -> int:
         t.add_row("escape onset η (P = 1/2)", f"{esc['onset_eta']:.4g}")
     if adam is not None:
         t.add_row("AdamW as heavy ball", f"η_hb = {eta_hb:.4g} (lr × {adam.step_scale:.4g}), μ = β₁ = {adam.mu:g}, "
-                  f"K_0 += {adam.k_instant_extra:.4g}; the thresholds above are in η_hb")
+                  f"K_0 += {adam.k_instant_extra:.4g}; the thresholds above are in η_hb (v at its noise floor)")
     for name, value in schedule_rows(res["schedule"]) if res["schedule"] else ():
         t.add_row(name, value)
     rows = [{"quantity": k, "value": res[k]} for k in ("M", "C", "K_eff", "damping_ratio", "stationary_variance",

@@ -61,7 +61,7 @@ def schedule_block(args, *, lr, mu, adam, k_ref, curvature, lag, k_instant, step
     try:
         r = schedule_margin(lr, k_ref, curvature, schedule=args.schedule, steps=steps, warmup_steps=args.warmup,
                             warmup_ratio=args.warmup_ratio, mu=None if adam is not None else mu, adam=adam, lag=lag,
-                            k_instant=k_instant, margin=margin)
+                            k_instant=k_instant, margin=margin, beta2=args.beta2)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     return dict(schedule=args.schedule, steps=int(steps), warmup=args.warmup, warmup_ratio=args.warmup_ratio,
@@ -70,13 +70,21 @@ def schedule_block(args, *, lr, mu, adam, k_ref, curvature, lag, k_instant, step
 
 def schedule_rows(block: dict) -> list[tuple[str, str]]:
     """Table rows for :func:`schedule_block`'s answer."""
-    rows = [(f"schedule ({block['schedule']}, {block['steps']} steps)",
-             f"peak lr {block['peak_lr']:.4g}; exact critical lr {block['critical_lr']:.4g} ({block['optimizer']})"),
+    adam = block["optimizer"] == "adamw"
+    crit = (f"critical lr {block['critical_lr']:.4g} (adamw at the noise-floor v: oscillation grows from here)" if adam else
+            f"exact critical lr {block['critical_lr']:.4g} ({block['optimizer']})")
+    rows = [(f"schedule ({block['schedule']}, {block['steps']} steps)", f"peak lr {block['peak_lr']:.4g}; {crit}"),
             ("smallest margin along the schedule",
              f"{block['min_margin']:.3g} at step {block['min_margin_step']}"),
             (f"advised peak lr (margin ≥ {block['required_margin']:g} at every step)", f"{block['advised_peak_lr']:.4g}")]
-    if block["growth_efolds"] > 0:
+    if block["growth_efolds"] > 0 and not adam:
         rows.append(("growth above the threshold", f"{block['growth_efolds']:.3g} e-folds (frozen coefficients)"))
+    if adam and block.get("adam_rms_gain") is not None:
+        rows.append(("AdamW second moment (model)",
+                     f"sqrt(v) up to {block['adam_rms_gain']:.3g}× its noise floor (step {block['adam_rms_gain_step']})"))
+        if block["peak_lr"] > block["critical_lr"]:
+            rows.append(("AdamW past the critical lr",
+                         "no divergence (v grows with the oscillation); may still leave the plateau (not predicted)"))
     if block["bias_corrected_steps"]:
         rows.append(("Adam bias correction", f"steps 1–{block['bias_corrected_steps']} take > 1.05× the scheduled lr "
                      "(left out of the margin)"))

@@ -17,9 +17,10 @@ a relative change η λ that is neglected (η λ ≪ 1 − β₁ in every practi
 
 Where the reduction is weak: (1) v is not a constant: it contains the error's own gradient, so near and
 above the threshold the preconditioner grows with the oscillation (the gain law below), and when the mean
-gradient dominates the noise (ḡ² ≫ σ²/B) the update becomes sign-like, m̂/sqrt(v̂) ≈ ±1; (2) in the first steps the bias corrections multiply the step by 1 / (1 − β₁^t) (10× at t = 1
-for β₁ = 0.9, below 1.05 after 28 steps): a handful of steps too few for a frozen-coefficient margin to
-mean growth, so they are counted (``bias_corrected_steps``) but left out of the margin.
+gradient dominates the noise (ḡ² ≫ σ²/B) the update becomes sign-like, m̂/sqrt(v̂) ≈ ±1; (2) in the
+first steps the bias corrections multiply the step by 1 / (1 − β₁^t) (10× at t = 1 for β₁ = 0.9, below
+1.05 after 28 steps): a handful of steps too few for a frozen-coefficient margin to mean growth, so they
+are counted (``bias_corrected_steps``) but left out of the margin.
 
 **Adam's preconditioner follows the error (the gain law).** v̂ averages the whole gradient, the error's
 own part included: v = σ²/B + E[(K_0 e_n + K_d e_b(n))²] at the plateau. The second term is the stationary
@@ -39,6 +40,14 @@ oscillation's amplitude grows in proportion to the lr (:func:`adam_gain`). criti
 of that gain law (where the oscillation, not the noise, starts to set the step), not a divergence. The run
 leaves the plateau only once the oscillation reaches the edge of the basin where the linearisation stops,
 which this model does not predict (about 3× critical_lr in the softmax bandit).
+
+**Along a schedule** (:func:`adam_along_schedule`). When the lr moves on the scale of 1 / (1 − β₂) steps
+(a cosine decay over a few thousand steps with β₂ = 0.999), v̂ does not settle. The linearised update on
+(e, u, lagged errors), driven by noise of variance v₀ per step, is then propagated in its second moments
+P_t exactly, with v̂ replaced by its expectation: v ← β₂ v + (1 − β₂)(v₀ + ⟨(K_0 e + K_d e_b)²⟩_t), and the
+step lr(t)(1 − β₁)/sqrt(v̂_t) (with the first moment's bias correction) sets the next map. While an
+oscillation grows, the effective step can exceed η*_hb for a while; v̂ then catches up. At a constant lr
+this settles to the gain law.
 
 **Schedules.** The shapes are those of ``transformers.get_scheduler`` (TRL's ``lr_scheduler_type``):
 ``constant``; ``constant_with_warmup``; ``linear`` (warmup, then linear decay to 0 at the last step);
@@ -296,7 +305,7 @@ def adam_along_schedule(lr_over_critical, k_ref: int, curvature: float, *, adam:
         >>> red = adam_to_heavy_ball(beta1=0.9)
         >>> p = adam_along_schedule(np.full(6000, 2.0), 4, 0.12, adam=red, lag="periodic", k_instant=0.05)
         >>> g = adam_gain(2.0, 4, 0.12, adam=red, lag="periodic", k_instant=0.05)
-        >>> abs(p.rms_ratio[-1] / g.rms_ratio - 1) < 1e-3
+        >>> bool(abs(p.rms_ratio[-1] / g.rms_ratio - 1) < 1e-3)
         True
     """
     from grpojax.dynamics import _stability as dyn  # noqa: PLC0415

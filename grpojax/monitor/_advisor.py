@@ -317,7 +317,8 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
     eta_hb = eta * scale
     if opt == "adam":
         notes.append(f"Adam as heavy ball: μ = β₁ = {m:g}, step η(1 − β₁) = {eta_hb:.3g}; the curvature must be "
-                     "measured in Adam's units")
+                     "measured in Adam's units; past η* Adam's second moment grows with the oscillation, so expect "
+                     "an oscillation that grows with η rather than a divergence")
     p = from_hyperparams(eta_hb, m, k, curvature, lag=lag, k_instant=k_instant, noise=noise)
     zeta = float(damping_ratio(p))
     reg = regime_name(regime(p))
