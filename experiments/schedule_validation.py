@@ -173,12 +173,17 @@ def case(name, cfg, optimizer, *, steps, warmup, factors, seeds, pilot_steps, sc
     s_all = fit_critical(fa, r_meas, f_grid, r_grid)
     s_seed = [fit_critical(fa, np.where(on_plateau[:, j], r_seed[:, j], np.nan), f_grid, r_grid) for j in range(seeds)]
     return dict(out, escape_onset_peak=measured, escape_over_predicted=measured / predicted,
-                settled_from_step=steps // 2, measured_rms_gain=r_meas.tolist(),
+                settled_from_step=steps // 2, measured_rms_gain=_finite(r_meas),
                 predicted_rms_gain=pred[:, 0].tolist(),
-                measured_error_rms=x_meas.tolist(), predicted_error_rms=(pred[:, 1] * sqrt_v).tolist(),
+                measured_error_rms=_finite(x_meas), predicted_error_rms=(pred[:, 1] * sqrt_v).tolist(),
                 measured_critical_peak=None if math.isnan(s_all) else s_all * predicted,
                 measured_over_predicted=None if math.isnan(s_all) else s_all,
                 per_seed_measured_over_predicted=s_seed, band=BAND)
+
+
+def _finite(x) -> list:
+    """A list for JSON, None where a value is not finite (a peak where most seeds left the plateau)."""
+    return [float(v) if math.isfinite(v) else None for v in np.asarray(x, float)]
 
 
 def measured_grad_rms(cfg, steps: int) -> float:
@@ -235,7 +240,8 @@ def main(argv=None) -> int:
     for r in results:
         if r["optimizer"] == "adam":
             line = bx.plot(r["factors"], r["predicted_rms_gain"], "-", lw=1, label=f"{r['name']}: predicted")[0]
-            bx.plot(r["factors"], r["measured_rms_gain"], "o", color=line.get_color(), label="measured")
+            measured = np.asarray(r["measured_rms_gain"], float)
+            bx.plot(r["factors"], measured, "o", color=line.get_color(), label="measured")
     bx.set_xscale("log")
     bx.set_yscale("log")
     bx.set_xlabel("lr / predicted critical lr")

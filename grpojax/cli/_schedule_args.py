@@ -71,8 +71,9 @@ def schedule_block(args, *, lr, mu, adam, k_ref, curvature, lag, k_instant, step
 def schedule_rows(block: dict) -> list[tuple[str, str]]:
     """Table rows for :func:`schedule_block`'s answer."""
     adam = block["optimizer"] == "adamw"
-    crit = (f"critical lr {block['critical_lr']:.4g} (adamw at the noise-floor v: oscillation grows from here)" if adam else
-            f"exact critical lr {block['critical_lr']:.4g} ({block['optimizer']})")
+    crit = f"exact critical lr {block['critical_lr']:.4g} ({block['optimizer']})"
+    if adam:
+        crit = f"critical lr {block['critical_lr']:.4g} (adamw at the noise-floor v: oscillation grows from here)"
     rows = [(f"schedule ({block['schedule']}, {block['steps']} steps)", f"peak lr {block['peak_lr']:.4g}; {crit}"),
             ("smallest margin along the schedule",
              f"{block['min_margin']:.3g} at step {block['min_margin_step']}"),
@@ -80,11 +81,11 @@ def schedule_rows(block: dict) -> list[tuple[str, str]]:
     if block["growth_efolds"] > 0 and not adam:
         rows.append(("growth above the threshold", f"{block['growth_efolds']:.3g} e-folds (frozen coefficients)"))
     if adam and block.get("adam_rms_gain") is not None:
-        rows.append(("AdamW second moment (model)",
-                     f"sqrt(v) up to {block['adam_rms_gain']:.3g}× its noise floor (step {block['adam_rms_gain_step']})"))
+        rows.append(("AdamW second moment (model)", f"sqrt(v) up to {block['adam_rms_gain']:.3g}× its noise floor "
+                     f"(step {block['adam_rms_gain_step']})"))
         if block["peak_lr"] > block["critical_lr"]:
-            rows.append(("AdamW past the critical lr",
-                         "no divergence (v grows with the oscillation); may still leave the plateau (not predicted)"))
+            rows.append(("AdamW past the critical lr", "no divergence (v grows with the oscillation); "
+                         "may still leave the plateau (not predicted)"))
     if block["bias_corrected_steps"]:
         rows.append(("Adam bias correction", f"steps 1–{block['bias_corrected_steps']} take > 1.05× the scheduled lr "
                      "(left out of the margin)"))
