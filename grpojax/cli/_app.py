@@ -190,6 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     from grpojax.cli._common import err_console  # noqa: PLC0415
 
     enable_compilation_cache()  # a second command reuses the XLA programs the first one compiled
+    if argv is None and getattr(args, "bayes", None):
+        # the grpojax command's own process (not a caller's, whose JAX setup is theirs) sampling NUTS chains:
+        # one host device per core, the chains split between them
+        from grpojax._host_devices import use_host_cores  # noqa: PLC0415
+
+        use_host_cores(getattr(args, "chains", 2))
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -138,6 +138,49 @@ def run_chains(init, data, keys, *, model, static=(), post=None, num_warmup, num
     return jax.vmap(chains)(init, data, keys)
 
 
+def chain_devices(num_chains: int) -> int:
+    """How many local devices share ``num_chains`` chains: the largest divisor of ``num_chains`` that is at most
+    the number of devices of the default backend (1 on a default CPU setup, which has one host device)."""
+    n = jax.local_device_count()
+    return max(d for d in range(1, min(n, int(num_chains)) + 1) if num_chains % d == 0)
+
+
+def run_chains_split(init, data, keys, *, devices: int, **kwargs):
+    """:func:`run_chains` with the chains split evenly between the first ``devices`` local devices.
+
+    Each device gets the same single-device program (compiled for it) and its own share of the chains, and the
+    devices run at the same time, each at the pace of its own chains; the draws are therefore the ones
+    :func:`run_chains` gives on one device (the chains are independent and a chain's arithmetic does not depend
+    on how many are batched with it). On a CPU the host devices are threads (``jax_num_cpu_devices``): two
+    devices use two cores, where one program uses one. ``kwargs`` as for :func:`run_chains`.
+
+    Returns:
+        :func:`run_chains`'s outputs as NumPy arrays, the chains in their original order.
+    """
+    import concurrent.futures  # noqa: PLC0415
+
+    C = int(keys.shape[1])
+    if devices < 1 or C % devices:
+        raise InvalidValueError(f"devices must divide the number of chains {C}, got {devices!r}")
+    if devices == 1:
+        return jax.tree_util.tree_map(np.asarray, run_chains(init, data, keys, **kwargs))
+    per = C // devices
+    parts = []
+    for i, dev in enumerate(jax.local_devices()[:devices]):
+        sl = slice(i * per, (i + 1) * per)
+        args = jax.device_put(({k: v[:, sl] for k, v in init.items()}, data, keys[:, sl]), dev)
+        parts.append((run_chains.lower(*args, **kwargs), args))  # traced here: numpyro's tracing is not thread-safe
+
+    def run(part):
+        lowered, args = part
+        return jax.tree_util.tree_map(np.asarray, lowered.compile()(*args))
+
+    with concurrent.futures.ThreadPoolExecutor(devices) as pool:
+        outs = list(pool.map(run, parts))
+    return jax.tree_util.tree_map(lambda *a: None if a[0] is None else np.concatenate(a, axis=1), *outs,
+                                  is_leaf=lambda x: x is None)
+
+
 def fit_state_space_batched(steps, Y, *, key, num_warmup: int = 500, num_samples: int = 500, num_chains: int = 2,
                             dense_mass: bool = True, batch_size: int = 1, show_progress: bool = False
                             ) -> BatchedPosterior:

@@ -43,7 +43,7 @@ from grpojax.dynamics import REGIMES, OscillatorParams, regime, response_from_re
 from grpojax.fit._data import check_curve
 from grpojax.fit._kalman import kalman_filter, kalman_forecast, oscillator_transitions, step_intervals
 from grpojax.fit._lsq import FLAT_DELTA_BIC, _levels, fit_laws_batched
-from grpojax.fit._batched_nuts import draw_levels, np_rng as _np_rng, run_chains
+from grpojax.fit._batched_nuts import chain_devices, draw_levels, np_rng as _np_rng, run_chains_split
 from grpojax.fit._models import (
     MODELS,
     ZETA_RANGE,
@@ -197,9 +197,14 @@ def fit_bayes(
             likelihood) or ``"mechanistic"`` (needs ``hyperparams``).
         key: PRNG key (keyword-only).
         num_warmup, num_samples, num_chains: NUTS settings (per chain).
-        chain_method: ``"vectorized"`` (chains ``vmap``-ed) or ``"sequential"`` (``lax.map``; ``"parallel"``
-            runs the same way, as numpyro does on one device). Either way warm-up, sampling and the per-draw
-            level posteriors run as one compiled program (:func:`grpojax.fit._batched_nuts.run_chains`).
+        chain_method: ``"vectorized"`` (chains ``vmap``-ed), ``"sequential"`` (one after the other, ``lax.map``)
+            or ``"parallel"`` (as sequential on each device). With several local devices, ``"vectorized"`` and
+            ``"parallel"`` split the chains evenly between them and run the devices at the same time
+            (:func:`grpojax.fit._batched_nuts.run_chains_split`): the draws are the same as on one device, and
+            on a CPU with host devices (``jax.config.update("jax_num_cpu_devices", 2)`` before JAX starts, as
+            the command line does) two cores share the work. Either way warm-up, sampling and the per-draw
+            level posteriors run as one compiled program per device
+            (:func:`grpojax.fit._batched_nuts.run_chains`).
         hyperparams: mechanistic model only: ``{"eta", "mu", "k_ref", "lag", "group_size", "k_instant"}``
             (``lag`` default ``"periodic"``, ``group_size`` 1, ``k_instant`` = K₀ default 0).
         forecast_to: extend the band to this step (Kalman forecast beyond the last observation for
@@ -258,11 +263,12 @@ def fit_bayes(
     # numpyro's adaptation mixes integer counters with floats: standard promotion for the sampler,
     # whatever the caller's jax_numpy_dtype_promotion (the models themselves are explicit).
     with jax.numpy_dtype_promotion("standard"):
-        _, div, _, extra = run_chains(init, tuple(jnp.asarray(a)[None] for a in data), keys, model=fn, static=static,
-                                      post=post_fn, num_warmup=int(num_warmup), num_samples=int(num_samples),
-                                      target_accept_prob=float(target_accept_prob),
-                                      sequential=chain_method != "vectorized")
-    extra = {k: np.asarray(v)[0] for k, v in extra.items()}  # the sampler's dtype (float32 unless x64)
+        _, div, _, extra = run_chains_split(init, tuple(jnp.asarray(a)[None] for a in data), keys, model=fn, static=static,
+                                            post=post_fn, num_warmup=int(num_warmup), num_samples=int(num_samples),
+                                            target_accept_prob=float(target_accept_prob),
+                                            sequential=chain_method != "vectorized",
+                                            devices=1 if chain_method == "sequential" else chain_devices(int(num_chains)))
+    extra = {k: v[0] for k, v in extra.items()}  # the sampler's dtype (float32 unless x64)
     divergences = int(np.asarray(div).sum())
     post = folded({k: extra[k] for k in prior_sites(model)})
     norm = _normalised_draws(model, post, extra["level_mean"], extra["level_cov"], a_loc, k_band)

@@ -1,0 +1,83 @@
+"""NUTS chains split between host devices: the same draws as on one device, and the command line's device choice."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from grpojax import _host_devices
+
+# A child process with two host CPU devices samples a tiny model's chains with run_chains_split on one and on two
+# devices and prints whether every output array is bit-identical (the split must not change a single draw).
+_CHILD = textwrap.dedent("""
+    import json
+    import jax
+    jax.config.update("jax_num_cpu_devices", 2)
+    import jax.numpy as jnp
+    import numpy as np
+    import numpyro
+    import numpyro.distributions as dist
+    from grpojax.fit._batched_nuts import chain_devices, run_chains_split
+
+    def model(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 3.0))
+        tau = numpyro.sample("tau", dist.HalfNormal(1.0))
+        numpyro.sample("y", dist.Normal(mu, tau), obs=y)
+
+    y = jnp.asarray(np.random.default_rng(0).normal(0.5, 0.7, (1, 12)), jnp.float32)
+    init = {"mu": jnp.zeros((1, 4)), "tau": jnp.zeros((1, 4))}
+    keys = jax.random.split(jax.random.key(3), 4)[None]
+    kw = dict(model=model, post=None, num_warmup=30, num_samples=20)
+    with jax.numpy_dtype_promotion("standard"):
+        one = run_chains_split(init, (y,), keys, devices=1, **kw)
+        two = run_chains_split(init, (y,), keys, devices=2, **kw)
+    leaves = zip(jax.tree_util.tree_leaves(one), jax.tree_util.tree_leaves(two))
+    print(json.dumps({"devices": jax.local_device_count(), "chain_devices": [chain_devices(n) for n in (1, 2, 3, 4)],
+                      "identical": all(np.array_equal(a, b) for a, b in leaves),
+                      "shape": list(np.asarray(two[0]["mu"]).shape), "moved": bool(np.ptp(np.asarray(two[0]["mu"])) > 0)}))
+""")
+
+
+@pytest.mark.slow
+def test_two_devices_give_the_draws_of_one():
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env["GRPOJAX_JAX_CACHE"] = "off"
+    out = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["devices"] == 2
+    assert res["chain_devices"] == [1, 2, 1, 2]  # the largest divisor of the chains within the devices
+    assert res["shape"] == [1, 4, 20] and res["moved"]
+    assert res["identical"]
+
+
+def test_host_cores_leave_the_users_choice(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=3")
+    assert _host_devices.use_host_cores(4) is None
+    monkeypatch.delenv("XLA_FLAGS")
+    monkeypatch.setenv("JAX_NUM_CPU_DEVICES", "1")
+    assert _host_devices.use_host_cores(4) is None
+
+
+def test_host_cores_one_chain_or_one_core_asks_nothing(monkeypatch):
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.delenv("JAX_NUM_CPU_DEVICES", raising=False)
+    assert _host_devices.use_host_cores(1) is None
+    monkeypatch.setattr(_host_devices, "usable_cores", lambda: 1)
+    assert _host_devices.use_host_cores(4) is None
+
+
+def test_host_cores_after_the_backend_started_changes_nothing(monkeypatch):
+    import jax
+
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.delenv("JAX_NUM_CPU_DEVICES", raising=False)
+    monkeypatch.setattr(_host_devices, "usable_cores", lambda: 2)
+    n = jax.local_device_count()  # starts the backend
+    assert _host_devices.use_host_cores(2) in (None, 2)  # 2 only where the backend already has 2 (the same value)
+    assert jax.local_device_count() == n
