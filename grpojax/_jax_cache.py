@@ -63,3 +63,8 @@ def enable_compilation_cache() -> str | None:
             os.environ.setdefault(k.upper(), str(v))
     _ENABLED.append(str(where))
     return str(where)
+
+
+def active_cache_dir() -> str | None:
+    """The folder :func:`enable_compilation_cache` turned on in this process (None when it has not)."""
+    return _ENABLED[0] if _ENABLED else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -16,12 +17,16 @@ from grpojax import _host_devices
 # devices and prints whether every output array is bit-identical (the split must not change a single draw).
 _CHILD = textwrap.dedent("""
     import json
+    import os
+    import pathlib
+    import sys
     import jax
     jax.config.update("jax_num_cpu_devices", 2)
     import jax.numpy as jnp
     import numpy as np
     import numpyro
     import numpyro.distributions as dist
+    from grpojax._jax_cache import enable_compilation_cache
     from grpojax.fit._batched_nuts import chain_devices, run_chains_split
 
     def model(y):
@@ -36,24 +41,31 @@ _CHILD = textwrap.dedent("""
     with jax.numpy_dtype_promotion("standard"):
         one = run_chains_split(init, (y,), keys, devices=1, **kw)
         two = run_chains_split(init, (y,), keys, devices=2, **kw)
-    leaves = zip(jax.tree_util.tree_leaves(one), jax.tree_util.tree_leaves(two))
+        os.environ["GRPOJAX_JAX_CACHE"] = sys.argv[1]
+        enable_compilation_cache()  # from here on the traced program is exported to, then read from, the cache
+        exported = run_chains_split(init, (y,), keys, devices=2, **kw)
+        files = sorted(p.name for p in pathlib.Path(sys.argv[1], "exported").glob("*.bin"))
+        read_back = run_chains_split(init, (y,), keys, devices=2, **kw)
+    same = lambda a, b: all(np.array_equal(x, z) for x, z in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
     print(json.dumps({"devices": jax.local_device_count(), "chain_devices": [chain_devices(n) for n in (1, 2, 3, 4)],
-                      "identical": all(np.array_equal(a, b) for a, b in leaves),
+                      "identical": [same(one, two), same(one, exported), same(one, read_back)], "exported": len(files),
                       "shape": list(np.asarray(two[0]["mu"]).shape), "moved": bool(np.ptp(np.asarray(two[0]["mu"])) > 0)}))
 """)
 
 
 @pytest.mark.slow
-def test_two_devices_give_the_draws_of_one():
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
-    env["GRPOJAX_JAX_CACHE"] = "off"
-    out = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=600)
+def test_two_devices_give_the_draws_of_one(tmp_path):
+    """Split between two devices, traced or read back from the exported program: the draws of one device."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES", "GRPOJAX_JAX_CACHE")}
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path / "cache")], env=env, capture_output=True,
+                         text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["devices"] == 2
     assert res["chain_devices"] == [1, 2, 1, 2]  # the largest divisor of the chains within the devices
     assert res["shape"] == [1, 4, 20] and res["moved"]
-    assert res["identical"]
+    assert res["identical"] == [True, True, True]
+    assert res["exported"] == (1 if importlib.util.find_spec("flatbuffers") else 0)
 
 
 def test_host_cores_leave_the_users_choice(monkeypatch):

@@ -13,6 +13,10 @@ The model is :func:`grpojax.fit._models.state_space_model` (same priors, same no
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
+import pathlib
 import time
 from functools import partial
 from typing import NamedTuple
@@ -145,6 +149,62 @@ def chain_devices(num_chains: int) -> int:
     return max(d for d in range(1, min(n, int(num_chains)) + 1) if num_chains % d == 0)
 
 
+@functools.cache
+def _source_digest() -> str:
+    """A digest of grpojax's own source files and the versions of the libraries that trace the sampler."""
+    import numpyro  # noqa: PLC0415
+
+    h = hashlib.sha256(f"{jax.__version__} {numpyro.__version__} {np.__version__}".encode())
+    root = pathlib.Path(__file__).resolve().parents[1]
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _name(f) -> str:
+    return "None" if f is None else f"{f.__module__}.{f.__qualname__}"
+
+
+def _exported_program(args, kwargs):
+    """:func:`run_chains` for ``args`` as a ``jax.export.Exported``, kept beside JAX's persistent compilation cache.
+
+    Tracing and lowering the sampler takes seconds of Python in every process, before the compilation cache can
+    answer; the exported program is what they produce, so a later process with the same shapes and settings, the
+    same grpojax source and the same JAX and numpyro reads it instead (same program: the same draws). Returns None
+    (trace as usual) when the compilation cache is off (see :mod:`grpojax._jax_cache`) or the program cannot be
+    stored (no ``flatbuffers``, a folder that cannot be written).
+    """
+    from grpojax._jax_cache import active_cache_dir  # noqa: PLC0415
+
+    folder = active_cache_dir()
+    if folder is None:
+        return None
+    try:
+        from jax import export  # noqa: PLC0415
+        from jax._src.export import serialization  # noqa: F401, PLC0415  (needs flatbuffers)
+    except ImportError:
+        return None
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    settings = {k: (_name(v) if k in ("model", "post") else repr(v)) for k, v in sorted(kwargs.items())}
+    text = repr((_source_digest(), settings, str(tree), [(a.shape, str(a.dtype)) for a in leaves],
+                 jax.config.jax_enable_x64, jax.config.jax_numpy_dtype_promotion, jax.config.jax_default_matmul_precision))
+    path = pathlib.Path(folder) / "exported" / f"run_chains-{hashlib.sha256(text.encode()).hexdigest()[:32]}.bin"
+    try:
+        return export.deserialize(bytearray(path.read_bytes()))
+    except Exception:  # noqa: BLE001  (absent, truncated or from another version: export it again)
+        pass
+    exported = export.export(jax.jit(partial(run_chains, **kwargs)))(*args)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(exported.serialize())
+        os.replace(tmp, path)
+    except OSError:  # a cache is an optimisation, never a reason to fail
+        pass
+    return exported
+
+
 def run_chains_split(init, data, keys, *, devices: int, **kwargs):
     """:func:`run_chains` with the chains split evenly between the first ``devices`` local devices.
 
@@ -152,7 +212,8 @@ def run_chains_split(init, data, keys, *, devices: int, **kwargs):
     devices run at the same time, each at the pace of its own chains; the draws are therefore the ones
     :func:`run_chains` gives on one device (the chains are independent and a chain's arithmetic does not depend
     on how many are batched with it). On a CPU the host devices are threads (``jax_num_cpu_devices``): two
-    devices use two cores, where one program uses one. ``kwargs`` as for :func:`run_chains`.
+    devices use two cores, where one program uses one. When JAX's persistent compilation cache is on, the traced
+    program is kept beside it (:func:`_exported_program`). ``kwargs`` as for :func:`run_chains`.
 
     Returns:
         :func:`run_chains`'s outputs as NumPy arrays, the chains in their original order.
@@ -162,19 +223,24 @@ def run_chains_split(init, data, keys, *, devices: int, **kwargs):
     C = int(keys.shape[1])
     if devices < 1 or C % devices:
         raise InvalidValueError(f"devices must divide the number of chains {C}, got {devices!r}")
-    if devices == 1:
-        return jax.tree_util.tree_map(np.asarray, run_chains(init, data, keys, **kwargs))
     per = C // devices
+    shares = [({k: v[:, i * per:(i + 1) * per] for k, v in init.items()}, data, keys[:, i * per:(i + 1) * per])
+              for i in range(devices)]
+    exported = _exported_program(shares[0], kwargs)
+    program = partial(run_chains, **kwargs) if exported is None else exported.call
+    if devices == 1 and exported is None:
+        return jax.tree_util.tree_map(np.asarray, run_chains(init, data, keys, **kwargs))
     parts = []
-    for i, dev in enumerate(jax.local_devices()[:devices]):
-        sl = slice(i * per, (i + 1) * per)
-        args = jax.device_put(({k: v[:, sl] for k, v in init.items()}, data, keys[:, sl]), dev)
-        parts.append((run_chains.lower(*args, **kwargs), args))  # traced here: numpyro's tracing is not thread-safe
+    for share, dev in zip(shares, jax.local_devices()[:devices]):
+        args = jax.device_put(share, dev)
+        parts.append((jax.jit(program).lower(*args), args))  # traced here: numpyro's tracing is not thread-safe
 
     def run(part):
         lowered, args = part
         return jax.tree_util.tree_map(np.asarray, lowered.compile()(*args))
 
+    if devices == 1:
+        return run(parts[0])
     with concurrent.futures.ThreadPoolExecutor(devices) as pool:
         outs = list(pool.map(run, parts))
     return jax.tree_util.tree_map(lambda *a: None if a[0] is None else np.concatenate(a, axis=1), *outs,
