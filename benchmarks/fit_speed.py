@@ -12,8 +12,13 @@
    as a user runs it (a fresh process each time): wall and CPU time (user + system of the child) of a first
    run with an empty compilation cache, then the median of ``--repeats`` runs with that cache filled, the
    posterior's divergences / max r_hat / min ESS as printed, and the 1-minute load average around each run.
+   ``--devices 1,2`` repeats that with the command's JAX host CPU devices set to each count
+   (``JAX_NUM_CPU_DEVICES``; ``auto``, the default, leaves the choice to the command, which asks for one
+   device per core, up to the number of chains): the chains are split between the devices, so ``1`` is
+   the one-core baseline and ``2`` runs them on two cores, with the same draws.
 
-Usage: ``python benchmarks/fit_speed.py [--curves N] [--scipy-subset K] [--skip-nuts] [--quickstart] [--append]``
+Usage: ``python benchmarks/fit_speed.py [--curves N] [--scipy-subset K] [--skip-nuts] [--quickstart [--devices 1,2]]
+[--append]``
 (``--append`` adds a section to benchmarks/RESULTS.md).
 """
 
@@ -117,8 +122,9 @@ def bench_nuts(method):
             "converged": f.converged, "zeta_q50": f.summary["zeta"]["q50"], "zeta_true": z}
 
 
-def bench_quickstart(repeats):
-    """The quickstart NUTS command in fresh processes: a cold compilation cache, then ``repeats`` warm runs."""
+def bench_quickstart(repeats, devices="auto"):
+    """The quickstart NUTS command in fresh processes: a cold compilation cache, then ``repeats`` warm runs, with
+    ``devices`` JAX host CPU devices (``"auto"``: the command's own choice)."""
     import json
     import re
     import resource
@@ -130,7 +136,10 @@ def bench_quickstart(repeats):
     cmd = [str(exe), "fit", "tests/fixtures/quickstart/trainer_state.json", "--bayes", "state_space"]
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "GRPOJAX_JAX_CACHE": os.path.join(tmp, "jax-cache")}
+        env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES",)}
+        env["GRPOJAX_JAX_CACHE"] = os.path.join(tmp, "jax-cache")
+        if devices != "auto":
+            env["JAX_NUM_CPU_DEVICES"] = str(int(devices))
         for i in range(1 + repeats):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             load = os.getloadavg()[0]
@@ -147,9 +156,9 @@ def bench_quickstart(repeats):
                          "load_after": os.getloadavg()[0], "status": status,
                          "divergences": int(m.group(1)) if m else None, "max_r_hat": float(m.group(2)) if m else None,
                          "min_ess_bulk": int(m.group(3)) if m else None})
-            print("quickstart", runs[-1], flush=True)
+            print("quickstart", f"devices={devices}", runs[-1], flush=True)
     warm = runs[1:]
-    return {"command": " ".join(["grpojax"] + cmd[1:]), "runs": runs,
+    return {"command": " ".join(["grpojax"] + cmd[1:]), "devices": devices, "runs": runs,
             "warm_wall_median_s": float(np.median([r["wall_s"] for r in warm])) if warm else float("nan"),
             "warm_cpu_median_s": float(np.median([r["cpu_s"] for r in warm])) if warm else float("nan")}
 
@@ -164,6 +173,9 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-lsq", action="store_true")
     ap.add_argument("--quickstart", action="store_true",
                     help="time the quickstart 'grpojax fit ... --bayes state_space' (cold cache, then --repeats warm runs)")
+    ap.add_argument("--devices", default="auto",
+                    help="with --quickstart: comma-separated JAX host CPU device counts to time the command with "
+                         "(default auto: the command's own choice)")
     ap.add_argument("--append", action="store_true", help="append a section to benchmarks/RESULTS.md")
     args = ap.parse_args(argv)
     jax.config.update("jax_enable_x64", True)  # a script: float64, as in the tests
@@ -178,8 +190,10 @@ def main(argv=None) -> int:
         for r in res["nuts"]:
             print("nuts", r)
     if args.quickstart:
-        res["quickstart"] = bench_quickstart(max(1, args.repeats))
-        print("quickstart median of warm runs: wall {warm_wall_median_s:.1f} s, cpu {warm_cpu_median_s:.1f} s".format(**res["quickstart"]))
+        res["quickstart"] = [bench_quickstart(max(1, args.repeats), d.strip()) for d in args.devices.split(",")]
+        for q in res["quickstart"]:
+            print("quickstart devices={devices}: median of warm runs: wall {warm_wall_median_s:.1f} s, "
+                  "cpu {warm_cpu_median_s:.1f} s".format(**q))
     load1 = os.getloadavg()[0]
     if args.append:
         _append(res, args, (load0, load1))
@@ -190,7 +204,8 @@ def _append(res, args, loads):
     lines = ["", "## fit_speed (grpojax.fit)", "",
              f"Command: `python benchmarks/fit_speed.py --curves {args.curves} --steps {args.steps} --scipy-subset "
              f"{args.scipy_subset} --repeats {args.repeats}{' --skip-nuts' if args.skip_nuts else ''}"
-             f"{' --skip-lsq' if args.skip_lsq else ''} --append`",
+             f"{' --skip-lsq' if args.skip_lsq else ''}{' --quickstart --devices ' + args.devices if args.quickstart else ''}"
+             " --append`",
              f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
              f"(1-min load average {loads[0]:.1f} at start, {loads[1]:.1f} at end; above ~2 the timings are inflated), "
              f"jax {jax.__version__}, float64.", ""]
@@ -211,9 +226,8 @@ def _append(res, args, loads):
             f"{r['wall_s']:.0f} s wall end-to-end (of which ~{r['compile_plus_overhead_s']:.0f} s compile/overhead, "
             f"measured by a 5-draw run); max r_hat {r['max_r_hat']:.4f}, min ESS_bulk {r['min_ess_bulk']:.0f}, "
             f"{r['divergences']} divergences, converged={r['converged']} (ζ median {r['zeta_q50']:.3f}, truth {r['zeta_true']}).")
-    if "quickstart" in res:
-        q = res["quickstart"]
-        lines.append(f"- `{q['command']}`, fresh processes: " + "; ".join(
+    for q in res.get("quickstart", []):
+        lines.append(f"- `{q['command']}`, JAX host CPU devices: {q['devices']}, fresh processes: " + "; ".join(
             f"{r['cache']} cache {r['wall_s']:.0f} s wall / {r['cpu_s']:.0f} s CPU (load {r['load_before']:.1f}, {r['status']}, "
             f"{r['divergences']} divergences, max r_hat {r['max_r_hat']}, min ESS_bulk {r['min_ess_bulk']})" for r in q["runs"])
             + f"; warm median {q['warm_wall_median_s']:.0f} s wall / {q['warm_cpu_median_s']:.0f} s CPU.")
