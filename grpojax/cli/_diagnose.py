@@ -232,13 +232,9 @@ def _warn_outside_bounds(r, bounds) -> None:
 
 def _workers(n_runs: int) -> int:
     """Worker processes for a log of several runs: the cores this process may use, at most one per run."""
-    import os  # noqa: PLC0415
+    from grpojax._host_devices import usable_cores  # noqa: PLC0415
 
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, n_runs))
+    return max(1, min(usable_cores(), n_runs))
 
 
 def _figures(r, d, folder, out, plot: str, forecast=None) -> dict:

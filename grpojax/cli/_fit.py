@@ -215,14 +215,10 @@ class _Drawer:
     needs the posterior), ``submit`` returns None and the caller draws in this process."""
 
     def __init__(self, enabled: bool):
-        import os  # noqa: PLC0415
+        from grpojax._host_devices import usable_cores  # noqa: PLC0415
 
         self.ex = None
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # not Linux
-            cores = os.cpu_count() or 1
-        if enabled and cores > 1 and "jax" not in sys.modules:
+        if enabled and usable_cores() > 1 and "jax" not in sys.modules:
             import multiprocessing  # noqa: PLC0415
             from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
 
