@@ -5,8 +5,10 @@ from the same parameters and trains with its own hyperparameters (:class:`Member
 heavy-ball momentum or Adam betas, ``K_ref`` (updates per rollout batch: the behaviour policy, and with
 ``kl_reference="behaviour"`` the KL reference too, is refreshed every ``K_ref`` updates), KL coefficient
 ``beta``, clip range ``clip_eps``, update rule (clipped / unclipped importance ratio, or none) and seed
-(prompt draws and sampling). Shapes (prompts per rollout ``B``, group size ``G``, lengths, the model) and the
-optimiser family are the same for every member of one program.
+(prompt draws and sampling). Shapes (prompts per rollout ``B``, group size ``G``, lengths, the model), the
+optimiser family and the learning-rate schedule's shape (``schedule``, ``warmup_steps``: the single-run trainer's
+:func:`grpojax.grpo._optim.build_schedule`) are the same for every member of one program; a member's learning
+rate at optimiser step ``t`` is its peak ``lr`` times that shape at ``t``.
 
 Every piece is the trainer's (:mod:`grpojax.grpo._rollout`, :mod:`grpojax.grpo._token_reward`,
 :func:`grpojax.grpo.group_advantages`, :func:`grpojax.grpo._update.grpo_step`): a member's step is a pure
@@ -37,13 +39,16 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+from optax.tree_utils import tree_set
 from pydantic import Field, field_validator
 
+from grpojax._checks import check_choice, check_int
 from grpojax._config import Config, Finite, Int
 from grpojax._errors import ConfigError, InvalidValueError
 from grpojax._io import write_json
 from grpojax._progress import progress as make_progress
 from grpojax.grpo._logprobs import completion_logprobs
+from grpojax.grpo._optim import SCHEDULES, build_schedule
 from grpojax.grpo._rollout import make_batch, sample_completions
 from grpojax.grpo._step import RolloutBatch
 from grpojax.grpo._token_reward import TokenClasses, hash_answer_correct, hash_answer_rewards, token_classes
@@ -66,7 +71,7 @@ class Member(Config):
     hashable; a bad field is one :class:`grpojax.ConfigError` line naming it).
 
     Attributes:
-      lr: learning rate (constant), > 0.
+      lr: peak learning rate (the program's schedule scales it step by step; constant by default), > 0.
       momentum: heavy-ball momentum ``mu`` (optimizer ``sgd``), in ``[0, 1)``.
       b1, b2: Adam's betas (optimizer ``adam``), in ``[0, 1)``.
       k_ref: optimiser updates per rollout batch (refresh period of the behaviour policy / reference), >= 1.
@@ -200,6 +205,8 @@ class _Static:
     steps: int
     w_correct: float
     w_format: float
+    schedule: str = "constant"
+    warmup_steps: int = 0
 
 
 ROLLOUT_METRICS = ("reward_mean", "reward_std", "frac_zero_std", "accuracy", "response_length",
@@ -277,7 +284,12 @@ def _member_fns(graphdef, rest, init_params, task: _Task, cls: TokenClasses, st:
     def update(state: _State, hp: _HP, step):
         due, lag = rollout_due(step, hp.k_ref)
         settings = LossSettings(beta=hp.beta, eps_low=hp.eps, eps_high=hp.eps, ratio=hp.ratio)
-        params, opt, m = step_fn(state.params, state.opt_state, rest, state.batch, due, settings, state.alive)
+        # step t is the optimiser's update number t - 1 (the count the single-run trainer's schedule reads)
+        sched = build_schedule(hp.lr, st.steps, schedule=st.schedule, warmup_steps=st.warmup_steps)
+        with jax.numpy_dtype_promotion("standard"):  # optax's schedules mix Python floats and the int32 count
+            lr = jnp.asarray(sched(step - 1), jnp.float32)
+        opt_in = tree_set(state.opt_state, learning_rate=lr)
+        params, opt, m = step_fn(state.params, opt_in, rest, state.batch, due, settings, state.alive)
         newly = state.alive & ~m.finite
         new_state = _State(params, opt, state.batch, state.alive & m.finite,
                            jnp.where(newly, step, state.diverged_step).astype(jnp.int32))
@@ -285,7 +297,7 @@ def _member_fns(graphdef, rest, init_params, task: _Task, cls: TokenClasses, st:
         metrics = {"loss": t.loss, "kl": t.kl, "entropy": t.entropy, "grad_norm": m.grad_norm,
                    "is_ratio_mean": t.is_ratio_mean, "is_ratio_max": t.is_ratio_max, "clip_frac": t.clip_frac,
                    "update_norm": m.update_norm, "param_dist": _tree_dist(params, init_params),
-                   "refresh_lag": lag.astype(jnp.float32), "lr": hp.lr,
+                   "refresh_lag": lag.astype(jnp.float32), "lr": lr,
                    "diverged": (~new_state.alive).astype(jnp.float32)}
         return new_state, {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}
 
@@ -441,8 +453,9 @@ def _members_with_names(members: Sequence[Member]) -> tuple[Member, ...]:
     return tuple(out)
 
 
-def _log_header(cfg: TrainConfig, m: Member, optimizer: str, kl_reference: str) -> dict:
-    meta = {"trainer": "grpojax.population", "eta": m.lr, "mu": m.momentum if optimizer == "sgd" else None,
+def _log_header(cfg: TrainConfig, m: Member, optimizer: str, kl_reference: str, schedule: str = "constant",
+                warmup_steps: int = 0) -> dict:
+    meta = {"trainer": "grpojax.population", "eta": m.lr, "schedule": schedule, "warmup_steps": warmup_steps, "mu": m.momentum if optimizer == "sgd" else None,
             "b1": m.b1 if optimizer == "adam" else None, "b2": m.b2 if optimizer == "adam" else None,
             "optimizer": optimizer, "k_ref": m.k_ref, "lag": "periodic", "group_size": cfg.grpo.group_size,
             "prompts_per_step": cfg.grpo.prompts_per_step, "beta": m.beta, "clip_eps": m.clip_eps, "rule": m.rule,
@@ -459,6 +472,8 @@ def train_population(
     optimizer: str = "sgd",
     kl_reference: str = "behaviour",
     grad_clip: float = 0.0,
+    schedule: str = "constant",
+    warmup_steps: int = 0,
     chunk: int = 10,
     batched: bool = True,
     devices=None,
@@ -480,6 +495,10 @@ def train_population(
       kl_reference: ``behaviour`` (the KL reference is the behaviour policy, refreshed with every rollout) or
         ``initial`` (the warm-started model, fixed).
       grad_clip: global-norm gradient clipping (0: none, the theory's setting).
+      schedule: the learning-rate schedule of every member (the single-run trainer's ``optim.schedule``):
+        ``constant``, ``cosine`` (to 0 at the last step) or ``linear`` (to 0); a member's rate at step ``t`` is
+        its ``lr`` times the schedule's shape at optimiser update ``t - 1`` (logged as ``lr``).
+      warmup_steps: linear warm-up from 0 over this many steps before the schedule (also with ``constant``).
       chunk: optimiser steps per compiled call (the progress bar and the logs advance per chunk).
       batched: ``True``: one program over all members (vmapped, sharded over ``devices``); ``False``: the
         same member program run for each member in turn (the sequential reference).
@@ -494,7 +513,8 @@ def train_population(
       :class:`PopulationResult`.
 
     Raises:
-      ConfigError: a bad member field (named), an unknown optimizer / KL reference, or a task the in-program
+      ConfigError: a bad member field (named), an unknown optimizer / KL reference / schedule, a bad
+        ``warmup_steps``, or a task the in-program
         reward cannot score (no ``####`` token, non-integer answers).
     """
     from grpojax.grpo._trainer import GRPOTrainer  # noqa: PLC0415 - the trainer imports nothing from here
@@ -508,6 +528,13 @@ def train_population(
         raise InvalidValueError(f"chunk={chunk!r}; expected an integer >= 1")
     if not (grad_clip >= 0 and math.isfinite(grad_clip)):
         raise InvalidValueError(f"grad_clip={grad_clip!r}; expected a number >= 0 (0: none)")
+    try:
+        schedule = check_choice("schedule", schedule, SCHEDULES)
+        warmup_steps = check_int("warmup_steps", warmup_steps, 0)
+    except (InvalidValueError, TypeError, ValueError) as exc:
+        if not isinstance(exc, InvalidValueError):  # int() of a string
+            exc = InvalidValueError(f"warmup_steps must be an integer >= 0 (static), got warmup_steps={warmup_steps!r}")
+        raise ConfigError(str(exc)) from None
     cfg = cfg.validate()
     if cfg.data.source != "arith":
         raise ConfigError(f"data.source={cfg.data.source!r}; the population trainer scores the arith task (arith)")
@@ -540,7 +567,8 @@ def train_population(
                  adv_eps=float(cfg.grpo.adv_eps), temperature=float(s.temperature),
                  eos_ids=tuple(trainer.stop_ids), pad_id=int(trainer.codec.pad_id), kl_reference=kl_reference,
                  eval_every=int(cfg.eval.every) if cfg.eval.n > 0 else 0, eval_samples=int(cfg.eval.samples),
-                 steps=int(cfg.steps), w_correct=weights.get("correctness", 0.0), w_format=weights.get("format", 0.0))
+                 steps=int(cfg.steps), w_correct=weights.get("correctness", 0.0), w_format=weights.get("format", 0.0),
+                 schedule=schedule, warmup_steps=warmup_steps)
     fns = _member_fns(graphdef, rest, init_params, task, cls, st)
     chunk = min(chunk, cfg.steps)
     t0 = time.perf_counter()
@@ -626,7 +654,7 @@ def train_population(
                               dstep.astype(np.int64), params, init_params, graphdef, rest, out, wall, warmstart_s,
                               warm, chunk_s, state_bytes, chunk_cpu)
     if loggers is not None:
-        _write_logs(loggers, result, cfg, optimizer, kl_reference)
+        _write_logs(loggers, result, cfg, optimizer, kl_reference, schedule, warmup_steps)
     return result
 
 
@@ -636,14 +664,15 @@ def _open_logs(out, cfg, members, optimizer, kl_reference):
     return [(m, out / "members" / m.name) for m in members]
 
 
-def _write_logs(loggers, res: PopulationResult, cfg: TrainConfig, optimizer: str, kl_reference: str) -> None:
+def _write_logs(loggers, res: PopulationResult, cfg: TrainConfig, optimizer: str, kl_reference: str,
+                schedule: str = "constant", warmup_steps: int = 0) -> None:
     """One canonical run log per member (step 0: the eval after the warm start), its summary, the table."""
     out = res.out_dir
     names = list(res.metrics)
     table = []
     for j, (m, folder) in enumerate(loggers):
         folder.mkdir(parents=True, exist_ok=True)
-        with JsonlLogger(folder / "metrics.jsonl", header=_log_header(cfg, m, optimizer, kl_reference)) as log:
+        with JsonlLogger(folder / "metrics.jsonl", header=_log_header(cfg, m, optimizer, kl_reference, schedule, warmup_steps)) as log:
             if math.isfinite(float(res.eval0[j])):
                 log.write(0, {"eval_reward": float(res.eval0[j])})
             for t in range(res.metrics[names[0]].shape[0]):
@@ -665,5 +694,6 @@ def _write_logs(loggers, res: PopulationResult, cfg: TrainConfig, optimizer: str
         write_json(folder, "summary.json", summary)
         table.append(summary)
     write_json(out, "population.json", {"name": cfg.name, "optimizer": optimizer, "kl_reference": kl_reference,
+                                        "schedule": schedule, "warmup_steps": warmup_steps,
                                         "steps": int(cfg.steps), "n_members": len(loggers),
                                         "wall_s": res.wall_s, "warmstart_s": res.warmstart_s, "members": table})

@@ -7,6 +7,8 @@ Example::
     optimizer: sgd                # sgd (heavy-ball) | adam; one per file
     kl_reference: behaviour       # behaviour (refreshed with every rollout) | initial (the warm start)
     grad_clip: 0.0                # global-norm clipping, 0: none
+    schedule: constant            # lr schedule of every member: constant | cosine | linear (peak: the member's lr)
+    warmup_steps: 0               # linear warm-up from 0 over this many steps
     chunk: 10                     # optimiser steps per compiled call
     defaults: {momentum: 0.9}     # member fields every member starts from (optional)
     members:                      # members one by one ...
@@ -32,6 +34,7 @@ from pydantic import Field, model_validator
 
 from grpojax._config import Config, Finite, Int, yaml_error
 from grpojax._errors import ConfigError
+from grpojax.grpo._optim import SCHEDULES
 from grpojax.grpo._population import KL_REFERENCES, OPTIMIZERS, Member
 from grpojax.grpo._train_config import TrainConfig, apply_overrides, load_config, resolve_config_path
 
@@ -62,6 +65,10 @@ class PopulationSpec(Config):
     kl_reference: Literal[KL_REFERENCES] = "behaviour"
     grad_clip: Finite = Field(0.0, ge=0)
     """Global-norm gradient clipping (0: none)."""
+    schedule: Literal[SCHEDULES] = "constant"
+    """Learning-rate schedule of every member (each member's ``lr`` is its peak)."""
+    warmup_steps: Int = Field(0, ge=0)
+    """Linear warm-up from 0 over this many steps."""
     chunk: Int = Field(10, ge=1)
     """Optimiser steps per compiled call."""
     defaults: dict[str, Any] = Field(default_factory=dict)
@@ -174,7 +181,8 @@ def train_population_file(path: str | pathlib.Path, out_dir: str | pathlib.Path,
         cfg = apply_overrides(base, [f"grpo.group_size={g}"])
         folder = out if len(buckets) == 1 else out / f"G{g}"
         res = train_population(cfg, members, folder, optimizer=spec.optimizer, kl_reference=spec.kl_reference,
-                               grad_clip=spec.grad_clip, chunk=spec.chunk, devices=devices,
+                               grad_clip=spec.grad_clip, schedule=spec.schedule, warmup_steps=spec.warmup_steps,
+                               chunk=spec.chunk, devices=devices,
                                show_progress=show_progress, warm=warm)
         warm = res.warm
         results.append((g, res))
