@@ -455,7 +455,8 @@ def _members_with_names(members: Sequence[Member]) -> tuple[Member, ...]:
 
 def _log_header(cfg: TrainConfig, m: Member, optimizer: str, kl_reference: str, schedule: str = "constant",
                 warmup_steps: int = 0) -> dict:
-    meta = {"trainer": "grpojax.population", "eta": m.lr, "schedule": schedule, "warmup_steps": warmup_steps, "mu": m.momentum if optimizer == "sgd" else None,
+    meta = {"trainer": "grpojax.population", "eta": m.lr, "schedule": schedule, "warmup_steps": warmup_steps,
+            "mu": m.momentum if optimizer == "sgd" else None,
             "b1": m.b1 if optimizer == "adam" else None, "b2": m.b2 if optimizer == "adam" else None,
             "optimizer": optimizer, "k_ref": m.k_ref, "lag": "periodic", "group_size": cfg.grpo.group_size,
             "prompts_per_step": cfg.grpo.prompts_per_step, "beta": m.beta, "clip_eps": m.clip_eps, "rule": m.rule,
@@ -672,7 +673,8 @@ def _write_logs(loggers, res: PopulationResult, cfg: TrainConfig, optimizer: str
     table = []
     for j, (m, folder) in enumerate(loggers):
         folder.mkdir(parents=True, exist_ok=True)
-        with JsonlLogger(folder / "metrics.jsonl", header=_log_header(cfg, m, optimizer, kl_reference, schedule, warmup_steps)) as log:
+        header = _log_header(cfg, m, optimizer, kl_reference, schedule, warmup_steps)
+        with JsonlLogger(folder / "metrics.jsonl", header=header) as log:
             if math.isfinite(float(res.eval0[j])):
                 log.write(0, {"eval_reward": float(res.eval0[j])})
             for t in range(res.metrics[names[0]].shape[0]):
