@@ -93,3 +93,33 @@ def test_host_cores_after_the_backend_started_changes_nothing(monkeypatch):
     n = jax.local_device_count()  # starts the backend
     assert _host_devices.use_host_cores(2) in (None, 2)  # 2 only where the backend already has 2 (the same value)
     assert jax.local_device_count() == n
+
+
+def test_a_model_with_a_host_callback_is_sampled_not_exported(tmp_path, monkeypatch):
+    """jax.export cannot serialise host callbacks (a runtime check such as ``eqx.error_if`` can lower to one):
+    with the compilation cache on, such a model is traced as usual, draws as without the cache, and nothing is
+    written beside the cache."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import numpyro
+    import numpyro.distributions as dist
+
+    from grpojax import _jax_cache
+    from grpojax.fit._batched_nuts import run_chains, run_chains_split
+
+    def model(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 3.0))
+        jax.debug.callback(lambda m: None, mu)  # a host callback in the traced program
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    y = jnp.asarray(np.random.default_rng(0).normal(0.5, 1.0, (1, 8)), jnp.float32)
+    init, keys = {"mu": jnp.zeros((1, 2))}, jax.random.split(jax.random.key(1), 2)[None]
+    kw = dict(model=model, post=None, num_warmup=10, num_samples=10)
+    monkeypatch.setattr(_jax_cache, "_ENABLED", [str(tmp_path)])
+    with jax.numpy_dtype_promotion("standard"):
+        got = run_chains_split(init, (y,), keys, devices=1, **kw)
+        want = run_chains(init, (y,), keys, **kw)
+    assert all(np.array_equal(np.asarray(a), np.asarray(b))
+               for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)))
+    assert not list(tmp_path.rglob("*.bin"))

@@ -173,7 +173,8 @@ def _exported_program(args, kwargs):
     answer; the exported program is what they produce, so a later process with the same shapes and settings, the
     same grpojax source and the same JAX and numpyro reads it instead (same program: the same draws). Returns None
     (trace as usual) when the compilation cache is off (see :mod:`grpojax._jax_cache`) or the program cannot be
-    stored (no ``flatbuffers``, a folder that cannot be written).
+    stored (no ``flatbuffers``, a folder that cannot be written, a model with a host callback, which
+    ``jax.export`` cannot serialise).
     """
     from grpojax._jax_cache import active_cache_dir  # noqa: PLC0415
 
@@ -194,11 +195,15 @@ def _exported_program(args, kwargs):
         return export.deserialize(bytearray(path.read_bytes()))
     except Exception:  # noqa: BLE001  (absent, truncated or from another version: export it again)
         pass
-    exported = export.export(jax.jit(partial(run_chains, **kwargs)))(*args)
+    try:
+        exported = export.export(jax.jit(partial(run_chains, **kwargs)))(*args)
+        blob = exported.serialize()
+    except NotImplementedError:  # a model with a host callback (e.g. a runtime check): it cannot be exported
+        return None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(exported.serialize())
+        tmp.write_bytes(blob)
         os.replace(tmp, path)
     except OSError:  # a cache is an optimisation, never a reason to fail
         pass
