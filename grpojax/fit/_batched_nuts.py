@@ -13,12 +13,11 @@ The model is :func:`grpojax.fit._models.state_space_model` (same priors, same no
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import pathlib
 import time
-from functools import partial
+from functools import cache, partial
 from typing import NamedTuple
 
 import jax
@@ -149,7 +148,7 @@ def chain_devices(num_chains: int) -> int:
     return max(d for d in range(1, min(n, int(num_chains)) + 1) if num_chains % d == 0)
 
 
-@functools.cache
+@cache
 def _source_digest() -> str:
     """A digest of grpojax's own source files and the versions of the libraries that trace the sampler."""
     import numpyro  # noqa: PLC0415
