@@ -235,8 +235,14 @@ class _MemberFns(NamedTuple):
     evaluate: Any
 
 
-def _member_fns(graphdef, rest, init_params, task: _Task, cls: TokenClasses, st: _Static) -> _MemberFns:
-    """The pure per-member pieces: init, rollout (sample, score, advantage, refresh), update, evaluate."""
+def _member_fns(graphdef, rest, init_params, task: _Task, cls: TokenClasses, st: _Static, start_params=None,
+                direction=None) -> _MemberFns:
+    """The pure per-member pieces: init, rollout (sample, score, advantage, refresh), update, evaluate.
+
+    ``start_params`` (default ``init_params``): where every member starts and ``param_dist`` is measured from;
+    ``init_params`` stays the ``initial`` KL reference. ``direction``: a parameter tree; each step then logs
+    ``param_proj``, the projection of ``params - start_params`` on it."""
+    start_params = init_params if start_params is None else start_params
     tx = _make_tx(st.optimizer, st.grad_clip, 0.0, 0.0, 0.0)  # the update reads each member's values from its state
     step_fn = grpo_step(graphdef, tx, aggregation=st.aggregation, use_ref=True, temperature=st.temperature)
     n_train = task.prompts.shape[0]
@@ -248,7 +254,7 @@ def _member_fns(graphdef, rest, init_params, task: _Task, cls: TokenClasses, st:
         batch = RolloutBatch(z((S, Pn), jnp.int32), z((S, Pn), jnp.bool_), z((S, st.N), jnp.int32),
                              z((S, st.N), jnp.bool_), z((S, st.N), jnp.float32), z((S, st.N), jnp.float32),
                              z((S,), jnp.float32))
-        return _State(init_params, opt, batch, jnp.asarray(True), jnp.asarray(0, jnp.int32))
+        return _State(start_params, opt, batch, jnp.asarray(True), jnp.asarray(0, jnp.int32))
 
     def sample(params, prompts, mask, key):
         model = nnx.merge(graphdef, params, rest)
@@ -296,9 +302,13 @@ def _member_fns(graphdef, rest, init_params, task: _Task, cls: TokenClasses, st:
         t = m.terms
         metrics = {"loss": t.loss, "kl": t.kl, "entropy": t.entropy, "grad_norm": m.grad_norm,
                    "is_ratio_mean": t.is_ratio_mean, "is_ratio_max": t.is_ratio_max, "clip_frac": t.clip_frac,
-                   "update_norm": m.update_norm, "param_dist": _tree_dist(params, init_params),
+                   "update_norm": m.update_norm, "param_dist": _tree_dist(params, start_params),
                    "refresh_lag": lag.astype(jnp.float32), "lr": lr,
                    "diverged": (~new_state.alive).astype(jnp.float32)}
+        if direction is not None:
+            metrics["param_proj"] = sum(jnp.sum((p - s).astype(jnp.float32) * d) for p, s, d in
+                                        zip(jax.tree.leaves(params), jax.tree.leaves(start_params),
+                                            jax.tree.leaves(direction)))
         return new_state, {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}
 
     def evaluate(state: _State, hp: _HP, step):
@@ -480,6 +490,8 @@ def train_population(
     devices=None,
     show_progress: bool = True,
     warm: WarmStart | None = None,
+    start: Any = None,
+    direction: Any = None,
 ) -> PopulationResult:
     """Train every member of a population by GRPO from one shared warm start, in one compiled program.
 
@@ -509,6 +521,11 @@ def train_population(
       show_progress: show a progress bar over the steps.
       warm: the :class:`WarmStart` of an earlier call (``result.warm``) to start from instead of running the
         warm start again (it must come from the same ``model``, ``tokenizer``, ``data`` and ``warmstart``).
+      start: parameters every member starts from (the tree of the warm start's parameters; default the warm
+        start itself), e.g. a plateau reached by an earlier run. The ``initial`` KL reference stays the warm
+        start; ``param_dist`` is measured from ``start``.
+      direction: a parameter tree (same structure); each step then logs ``param_proj``, the projection
+        ``<params - start, direction>`` (e.g. on the stiffest direction of the mean update).
 
     Returns:
       :class:`PopulationResult`.
@@ -570,7 +587,14 @@ def train_population(
                  eval_every=int(cfg.eval.every) if cfg.eval.n > 0 else 0, eval_samples=int(cfg.eval.samples),
                  steps=int(cfg.steps), w_correct=weights.get("correctness", 0.0), w_format=weights.get("format", 0.0),
                  schedule=schedule, warmup_steps=warmup_steps)
-    fns = _member_fns(graphdef, rest, init_params, task, cls, st)
+    for name, tree in (("start", start), ("direction", direction)):
+        if tree is not None and (jax.tree.structure(tree) != jax.tree.structure(init_params) or any(
+                np.shape(a) != np.shape(b) for a, b in zip(jax.tree.leaves(tree), jax.tree.leaves(init_params)))):
+            raise InvalidValueError(f"{name} is not a tree of the model's parameters (its structure or shapes "
+                                    "differ); expected the structure of the warm start's parameters")
+    as_params = lambda t: None if t is None else jax.tree.map(  # noqa: E731
+        lambda a, b: jnp.asarray(a, jnp.asarray(b).dtype), t, init_params)
+    fns = _member_fns(graphdef, rest, init_params, task, cls, st, as_params(start), as_params(direction))
     chunk = min(chunk, cfg.steps)
     t0 = time.perf_counter()
     if batched:
