@@ -64,13 +64,15 @@ def cells(pred, quick: bool):
     return [t for t in pred["thresholds"] if t["rule"] in rules and t["k_ref"] in ks and t["optimizer"] != "adam"]
 
 
-def step_gradients(ctx, rule, n, key):
-    """The trainer's sampled update direction at θ = θ_b = θ* for ``n`` independent steps of 72 samples."""
+def step_gradients(ctx, rule, n, key, theta=None):
+    """The trainer's sampled update direction at θ = θ_b = θ* (or ``theta``) for ``n`` independent steps of 72
+    samples."""
     from grpojax.grpo import grpo_loss, group_advantages
 
     with jax.enable_x64(True):
         x, correct = jnp.asarray(ctx["x"]), ctx["correct"]
-        ref, un, ts = jnp.asarray(ctx["ref_logp"]), ctx["unravel"], jnp.asarray(ctx["theta_star"])
+        ref, un = jnp.asarray(ctx["ref_logp"]), ctx["unravel"]
+        ts = jnp.asarray(ctx["theta_star"] if theta is None else theta)
         onehot = jax.nn.one_hot(correct, atlas.NANS)
         eps = jnp.inf if rule == "unclipped" else atlas.CLIP
 

@@ -177,9 +177,11 @@ def exact_multi_eta(mu, k_ref, K0, Kd, guess, n_scan=16):
 
 
 # ------------------------------------------------------------------------------------------ the runs
-def make_program(x, correct, ref_logp, unravel, theta_star, direction, steps: int, repeats: int = 1):
+def make_program(x, correct, ref_logp, unravel, theta_star, direction, steps: int, repeats: int = 1,
+                 trace_theta: bool = False):
     """One member's run as a pure function of its hyperparameters (vmapped over members); every step
-    samples ``repeats`` groups of G answers for each prompt."""
+    samples ``repeats`` groups of G answers for each prompt (``trace_theta``: the parameters after every step
+    are returned too, as ``theta``)."""
     from grpojax.grpo import grpo_loss, group_advantages
 
     p_star = jnp.exp(logp_all(unravel(theta_star), x))
@@ -238,6 +240,8 @@ def make_program(x, correct, ref_logp, unravel, theta_star, direction, steps: in
             ent = -(pol * jnp.log(jnp.maximum(pol, 1e-30))).sum(-1).mean()
             out = dict(stats, grad_norm=gnorm, entropy=ent, param_dist=jnp.sqrt((dth * dth).sum()), tv=tv,
                        proj=dth @ direction, alive=ok.astype(jnp.float32))
+            if trace_theta:
+                out["theta"] = theta2
             return carry, out
 
         zeros = jnp.zeros(n, theta_star.dtype)
