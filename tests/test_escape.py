@@ -31,15 +31,16 @@ MODEL_TOL = 0.08
 ONSET_TOL = 0.05
 
 
-def simulate(eta, mu, k_ref, kd, k0, lag, noise, w, steps, n, rng, batch=1):
-    """Fraction of ``n`` paths with |e| > w at some step 1..steps, and the variance of e at the last step."""
+def simulate(eta, mu, k_ref, kd, k0, lag, noise, w, steps, n, rng, batch=1, growth=0.0):
+    """Fraction of ``n`` paths with |e| > w at some step 1..steps, and the variance of e at the last step
+    (``growth`` c: the noise's variance at error e is noise/batch · (1 + c e²))."""
     e = np.zeros(n)
     e_prev = np.zeros(n)
     snap = np.zeros(n)
     past = [np.zeros(n) for _ in range(k_ref + 1)]  # e_t, e_{t-1}, ..., e_{t-k_ref}
     escaped = np.zeros(n, bool)
-    sd = eta * math.sqrt(noise / batch)
     for t in range(steps):
+        sd = eta * np.sqrt(noise / batch * (1.0 + growth * e**2))
         if lag == "periodic":
             if t % k_ref == 0:
                 snap = e.copy()
@@ -51,6 +52,72 @@ def simulate(eta, mu, k_ref, kd, k0, lag, noise, w, steps, n, rng, batch=1):
         past = [e] + past[:-1]
         escaped |= np.abs(e) > w
     return escaped.mean(), e.var()
+
+
+GROWTH_CASES = [  # (eta, mu, k_ref, kd, k0, lag); the growth c is set so that c·Var_additive = KAPPA
+    (0.05, 0.9, 2, -0.3, 1.0, "periodic"),
+    (0.02, 0.9, 4, 1.0, 0.0, "periodic"),
+    (0.3, 0.0, 2, 0.5, 0.5, "constant"),
+]
+KAPPA = 0.3
+GROWTH_ONSET_TOL = 0.2  # measured: the onset with noise growth (c w² = 2) 2-15% above the simulated one
+
+
+def _additive_var(eta, mu, k_ref, kd, k0, lag):
+    return float(escape_probability(eta, mu, k_ref, kd, k_instant=k0, noise=1.0, basin=1.0, steps=1,
+                                    lag=lag).stationary_variance)
+
+
+@pytest.mark.parametrize("case", GROWTH_CASES)
+def test_noise_growth_moments_match_simulation(case, test_seed):
+    eta, mu, k_ref, kd, k0, lag = case
+    c = KAPPA / _additive_var(*case)
+    batches, n, steps = 8, 1500, 120
+    rng = np.random.default_rng(test_seed)
+    var = np.array([simulate(eta, mu, k_ref, kd, k0, lag, 1.0, 1e9, steps, n, rng, growth=c)[1]
+                    for _ in range(batches)])
+    est = escape_probability(eta, mu, k_ref, kd, k_instant=k0, noise=1.0, basin=1.0, steps=steps, lag=lag,
+                             noise_growth=c)
+    add = escape_probability(eta, mu, k_ref, kd, k_instant=k0, noise=1.0, basin=1.0, steps=steps, lag=lag)
+    # the law is not normal here (heavier tails): the band is 5 standard errors of the simulated variance,
+    # estimated from the spread of independent batches
+    se = var.std(ddof=1) / math.sqrt(batches)
+    assert abs(var.mean() - float(est.variance)) < 5 * se, (var.mean(), float(est.variance), se)
+    assert float(est.variance) > 1.1 * float(add.variance) + 5 * se  # the growth is large enough to be seen
+
+
+def test_noise_growth_closed_form_ar1():
+    # on-policy, μ = 0: m' = (1 − a)² m + q (1 + c m): stationary q / (1 − (1 − a)² − q c), mean-square stable
+    # iff (1 − a)² + q c < 1
+    kd, noise, b, c = 1.0, 2.0, 4, 3.0
+    for eta in (0.05, 0.2, 0.6):
+        a, q = eta * kd, eta**2 * noise / b
+        est = escape_probability(eta, 0.0, 1, kd, noise=noise, samples_per_step=b, basin=1.0, steps=5,
+                                 lag="periodic", noise_growth=c)
+        ms = (1 - a) ** 2 + q * c
+        assert bool(est.stable) == (ms < 1)
+        if ms < 1:
+            assert float(est.stationary_variance) == pytest.approx(q / (1 - ms), rel=1e-10)
+    # mean-square instability below η* = 2/K_d: where (1 − a)² + q c = 1, i.e. η = 2 K_d / (K_d² + c σ²/B)
+    eta_ms = 2 * kd / (kd**2 + c * noise / b)
+    lo, hi = (escape_probability(e, 0.0, 1, kd, noise=noise, samples_per_step=b, basin=1.0, steps=5, lag="periodic",
+                                 noise_growth=c) for e in (eta_ms * 0.999, eta_ms * 1.001))
+    assert bool(lo.stable) and not bool(hi.stable) and eta_ms < 2 / kd
+
+
+@pytest.mark.parametrize("mu,k_ref,kd,k0,lag", [(0.9, 4, 1.0, 0.0, "periodic"), (0.9, 2, -0.3, 1.0, "periodic"),
+                                                (0.0, 2, 1.0, 0.0, "constant")])
+def test_noise_growth_onset_matches_simulation(mu, k_ref, kd, k0, lag, test_seed):
+    steps, w, n, c = 400, 1.0, 3000, 2.0
+    on = float(escape_onset(mu, k_ref, kd, noise=1.0, basin=w, steps=steps, lag=lag, k_instant=k0, noise_growth=c))
+    on0 = float(escape_onset(mu, k_ref, kd, noise=1.0, basin=w, steps=steps, lag=lag, k_instant=k0))
+    assert on < on0  # the growing noise moves the onset down
+    rng = np.random.default_rng(test_seed)
+    lo, _ = simulate(on * (1 - GROWTH_ONSET_TOL), mu, k_ref, kd, k0, lag, 1.0, w, steps, n, rng, growth=c)
+    hi, _ = simulate(on * (1 + 0.05), mu, k_ref, kd, k0, lag, 1.0, w, steps, n, rng, growth=c)
+    se = math.sqrt(0.25 / n)
+    # the model's onset is the simulated one or up to GROWTH_ONSET_TOL above it (heavier tails than normal)
+    assert lo < 0.5 + 4 * se and hi > 0.5 - 4 * se, (lo, hi)
 
 
 def test_closed_forms_equal_the_exact_moments():
@@ -211,11 +278,18 @@ def test_noise_from_reward_std_is_the_unbiased_reward_variance(test_seed):
     (dict(steps=0), "steps"),
     (dict(lag="sometimes"), "lag"),
     (dict(samples_per_step=0.5), "samples_per_step"),
+    (dict(noise_growth=-1.0), "noise_growth must be >= 0"),
+    (dict(noise_growth=1.0, steps=30_000), "noise_growth > 0"),
 ])
 def test_bad_input_is_refused(kwargs, match):
     args = dict(noise=1.0, basin=1.0, steps=10, lag="periodic") | kwargs
     with pytest.raises(InvalidValueError, match=match):
         escape_probability(0.1, 0.5, 2, 1.0, **args)
+
+
+def test_noise_growth_limits_are_refused():
+    with pytest.raises(InvalidValueError, match="noise_growth > 0 for constant lag"):
+        escape_probability(0.1, 0.5, 20, 1.0, noise=1.0, basin=1.0, steps=10, lag="constant", noise_growth=1.0)
 
 
 def test_bad_gradients_are_refused():

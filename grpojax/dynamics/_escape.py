@@ -34,6 +34,20 @@ one escape more than once, and the formula then overestimates. ``docs/model/esca
 measured against simulation. Above η* the variance (and a non-zero mean) grows without bound, N_T → ∞ and
 P → 1.
 
+Noise that grows with the state (``noise_growth`` c > 0). Where the step's noise is smallest at the plateau
+and grows away from it, take its variance as σ²/B · (1 + c e²) at error e (ξ_n conditionally centred given
+the past, of that variance). The moment recursion stays exact and closed: the mean is unchanged, and the
+covariance gains c·q·E[e_n²] on its (0, 0) element, q = η²σ²/B,
+
+    P_{n+1} = A_n P_n A_nᵀ + q (1 + c (P_n[0, 0] + m_n[0]²)) u uᵀ,
+
+an affine map of P_n. Over one period it is vec P ↦ M vec P + b (M, b built from the n² unit matrices): the
+stationary covariance solves (I − M) vec P = b, and the update is mean-square stable iff the spectral radius
+of M is below 1 (``stable`` and ``stationary_variance`` report that). Because the noise feeds on the state,
+M's radius reaches 1 below η*: the variance then grows without bound although the mean update is stable.
+The exits are still counted from the bivariate normal with these exact moments, which is an approximation
+here: the law of e is no longer normal (its tails are heavier).
+
 Closed forms (on-policy, no lag: periodic refresh with K_ref = 1, total a_t = η(K_0 + K_d)): with μ = 0 the
 update is AR(1), e_{n+1} = (1 − a_t) e_n + η ξ_n, stationary variance η²σ²/(B (1 − (1 − a_t)²)), lag-one
 correlation 1 − a_t, transient variance v_∞ (1 − (1 − a_t)^{2n}); with μ > 0 it is AR(2) with φ₁ = 1 + μ − a_t,
@@ -64,6 +78,10 @@ __all__ = ["EscapeEstimate", "escape_probability", "escape_onset", "escape_varia
 
 ESCAPE_MAX_LAG = 256
 """Largest constant lag d of the escape model (its covariance is (d+1)×(d+1) per element and step)."""
+
+GROWTH_MAX_LAG = 16
+"""Largest constant lag d of the escape model with noise that grows with the state (``noise_growth > 0``: its
+stationary covariance solves a (d+1)²-dimensional linear system per element)."""
 
 _MAX_EXACT_STEPS = 20_000  # transient steps iterated one by one at most (then sampled through Φ^k: module notes)
 _SAMPLES = 65  # periods sampled for the rest of a slowly converging transient
@@ -112,9 +130,11 @@ def _matmul_t(A, P):
     return A @ P @ np.swapaxes(A, -1, -2)
 
 
-def _stationary_start(maps: np.ndarray, q: np.ndarray):
-    """Stationary covariance at the start of a period (discrete Lyapunov equation over the period map) and
-    the spectral radius per step; NaN-filled where the update is unstable."""
+def _stationary_start(maps: np.ndarray, q: np.ndarray, c: np.ndarray):
+    """Stationary covariance at the start of a period and the radius per step; NaN-filled where the update is
+    unstable. Additive noise (c = 0): the discrete Lyapunov equation over the period map, radius that of the
+    period map. Noise that grows with the state (c > 0): the period's affine map on the covariance (module
+    notes) solved as a linear system, radius that of its linear part (mean-square stability)."""
     from scipy.linalg import solve_discrete_lyapunov
 
     period, N, n, _ = maps.shape
@@ -126,9 +146,36 @@ def _stationary_start(maps: np.ndarray, q: np.ndarray):
         Q[:, 0, 0] += q
     radius = np.abs(np.linalg.eigvals(Phi)).max(-1) ** (1.0 / period)
     P = np.full((N, n, n), np.nan)
-    for i in np.nonzero(radius < 1.0)[0]:
+    grow = c > 0
+    for i in np.nonzero((radius < 1.0) & ~grow)[0]:
         P[i] = solve_discrete_lyapunov(Phi[i], Q[i])
+    if grow.any():
+        idx = np.nonzero(grow)[0]
+        M, b = _covariance_period_map(maps[:, idx], q[idx], c[idx])
+        r_ms = np.abs(np.linalg.eigvals(M)).max(-1) ** (1.0 / period)
+        radius[idx] = np.maximum(radius[idx], r_ms)
+        for j, i in enumerate(idx):
+            if r_ms[j] < 1.0:
+                P[i] = np.linalg.solve(np.eye(n * n) - M[j], b[j]).reshape(n, n)
     return P, radius
+
+
+def _covariance_period_map(maps, q, c):
+    """The covariance over one period as an affine map vec(P) ↦ M vec(P) + b, for noise of variance
+    q (1 + c E[e²]) per step (mean 0): M from the n² unit matrices, b from P = 0."""
+    period, N, n, _ = maps.shape
+    basis = np.eye(n * n).reshape(n * n, n, n)
+    L = np.broadcast_to(basis, (N, n * n, n, n)).copy()  # the linear part applied to each unit matrix
+    B = np.zeros((N, n, n))
+    for A in maps:
+        A_ = A[:, None]
+        L1 = A_ @ L @ np.swapaxes(A_, -1, -2)
+        L1[:, :, 0, 0] += (q * c)[:, None] * L[:, :, 0, 0]
+        B1 = _matmul_t(A, B)
+        B1[:, 0, 0] += q * (1.0 + c * B[:, 0, 0])
+        L, B = L1, B1
+    M = np.swapaxes(L.reshape(N, n * n, n * n), -1, -2)  # column k: the image of unit matrix k
+    return M, B.reshape(N, n * n)
 
 
 def _bvn_cdf(h, k, rho):
@@ -173,7 +220,7 @@ def _outside(m, v, w):
 
 
 # ------------------------------------------------------------------------------------- the model
-def _prepare(eta, mu, k_ref, curvature, k_instant, lag, noise, samples_per_step, basin, steps, e0):
+def _prepare(eta, mu, k_ref, curvature, k_instant, lag, noise, samples_per_step, basin, steps, e0, noise_growth):
     check_lag(lag)
     k_ref = _check_int("k_ref", k_ref, 1)
     steps = _check_int("steps", steps, 1)
@@ -186,16 +233,25 @@ def _prepare(eta, mu, k_ref, curvature, k_instant, lag, noise, samples_per_step,
                              ">= 1 (samples per optimizer step)")
     basin = check("basin", basin, lambda x: x > 0, "> 0 (half-width of the basin, in the units of e)")
     e0 = check("e0", e0, lambda x: x == x, "finite")
+    noise_growth = check("noise_growth", noise_growth, lambda x: x >= 0,
+                         ">= 0 (relative growth of the noise variance per unit e², 0: additive noise)")
+    if np.any(np.asarray(noise_growth) > 0):
+        if steps > _MAX_EXACT_STEPS:
+            raise InvalidValueError(f"steps={steps} is above the limit {_MAX_EXACT_STEPS} of the escape model with "
+                                    "noise_growth > 0 (its moments are iterated step by step)")
+        if lag == "constant" and k_ref > GROWTH_MAX_LAG:
+            raise InvalidValueError(f"k_ref={k_ref} is above the limit {GROWTH_MAX_LAG} of the escape model with "
+                                    "noise_growth > 0 for constant lag; use lag='periodic' or a shorter lag")
     arrs = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in
-                                 (eta, mu, curvature, k_instant, noise, samples_per_step, basin, e0)))
+                                 (eta, mu, curvature, k_instant, noise, samples_per_step, basin, e0, noise_growth)))
     return k_ref, steps, arrs[0].shape, [a.ravel() for a in arrs]
 
 
-def _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps):
+def _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps, c):
     maps = _step_maps(eta, mu, k_ref, kd, k0, lag)
     period, N, n, _ = maps.shape
     q = eta**2 * noise / batch
-    P_stat, radius = _stationary_start(maps, q)
+    P_stat, radius = _stationary_start(maps, q, c)
     stable = radius < 1.0
     # exact moments, step by step, until the covariance has converged to the stationary period
     m = np.repeat(e0[:, None], n, axis=1)[..., None]  # (N, n, 1): at rest at e0
@@ -211,7 +267,7 @@ def _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps):
         m1 = A @ m
         C = A @ P  # Cov(x_{t+1}, x_t)
         P1 = _matmul_t(A, P)
-        P1[:, 0, 0] += q
+        P1[:, 0, 0] += q * (1.0 + c * (P[:, 0, 0] + m[:, 0, 0] ** 2))
         live = ~done
         with np.errstate(all="ignore"):
             exits[live] += _exit_probability(m[live, 0, 0], P[live, 0, 0], m1[live, 0, 0], P1[live, 0, 0],
@@ -230,10 +286,10 @@ def _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps):
                     & (np.abs(m[:, 0, 0]) <= 1e-9 * w)
             if conv.any():
                 idx = np.nonzero(conv)[0]
-                rate, _, _ = _stationary_period(maps[:, idx], P_stat[idx], q[idx], w[idx])
+                rate, _, _ = _stationary_period(maps[:, idx], P_stat[idx], q[idx], w[idx], c=c[idx])
                 full, rest = divmod(steps - t, period)
                 exits[idx] += full * rate[:, -1] + (rate[:, rest - 1] if rest else 0.0)
-                var_last[idx] = _stationary_var_at(maps[:, idx], P_stat[idx], q[idx], steps % period)
+                var_last[idx] = _stationary_var_at(maps[:, idx], P_stat[idx], q[idx], steps % period, c[idx])
                 done |= conv
             if done.all() or t >= cap:
                 break
@@ -244,15 +300,16 @@ def _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps):
     sv, sc = np.full(N, np.inf), np.full(N, np.nan)
     if stable.any():
         idx = np.nonzero(stable)[0]
-        _, sv[idx], sc[idx] = _stationary_period(maps[:, idx], P_stat[idx], q[idx], w[idx])
+        _, sv[idx], sc[idx] = _stationary_period(maps[:, idx], P_stat[idx], q[idx], w[idx], c=c[idx])
     exits = np.where(np.isnan(exits), np.inf, exits)
     return -np.expm1(-exits[:, 1]), exits[:, 0], var_last, sv, sc, stable
 
 
-def _stationary_period(maps, P0, q, w, mean=None):
+def _stationary_period(maps, P0, q, w, mean=None, c=None):
     """Cumulative exits over one period started from covariance P0 (and mean), the period-averaged variance
     and lag-one correlation."""
     period, N, n, _ = maps.shape
+    c = np.zeros(N) if c is None else c
     m = np.zeros((N, n, 1)) if mean is None else mean[..., None]
     P = P0.copy()
     cum = np.zeros((N, period, 2))
@@ -264,7 +321,7 @@ def _stationary_period(maps, P0, q, w, mean=None):
         m1 = A @ m
         C = A @ P
         P1 = _matmul_t(A, P)
-        P1[:, 0, 0] += q
+        P1[:, 0, 0] += q * (1.0 + c * (P[:, 0, 0] + m[:, 0, 0] ** 2))
         acc = acc + _exit_probability(m[:, 0, 0], P[:, 0, 0], m1[:, 0, 0], P1[:, 0, 0], C[:, 0, 0], w)
         cum[:, j] = acc
         v_sum += P[:, 0, 0]
@@ -318,11 +375,12 @@ def _noise_sum(Phi, Q, k):
     return S
 
 
-def _stationary_var_at(maps, P0, q, phase):
+def _stationary_var_at(maps, P0, q, phase, c):
     P = P0.copy()
     for j in range(phase):
-        P = _matmul_t(maps[j], P)
-        P[:, 0, 0] += q
+        P1 = _matmul_t(maps[j], P)
+        P1[:, 0, 0] += q * (1.0 + c * P[:, 0, 0])
+        P = P1
     return P[:, 0, 0]
 
 
@@ -339,6 +397,7 @@ def escape_probability(
     k_instant: ArrayLike = 0.0,
     samples_per_step: ArrayLike = 1,
     e0: ArrayLike = 0.0,
+    noise_growth: ArrayLike = 0.0,
 ) -> EscapeEstimate:
     """P(the error leaves |e| ≤ basin within ``steps`` steps) of the noisy linearised update.
 
@@ -356,13 +415,16 @@ def escape_probability(
         samples_per_step: samples B whose mean gradient one step takes (prompts per step × G): the step's
             gradient noise variance is σ²/B.
         e0: starting error (at rest); 0 starts at the plateau.
+        noise_growth: c ≥ 0, the growth of the step's noise variance with the state: σ²/B · (1 + c e²) at
+            error e (module notes: exact second moments; 0, the default, is additive noise).
 
     Returns:
         :class:`EscapeEstimate` broadcast over the array arguments (module notes: the exact moments of the
         linear Gaussian recurrence, exits counted as a Poisson process).
 
     Raises:
-        ValueError: a value out of range, an unknown ``lag``, a constant lag above ``ESCAPE_MAX_LAG``.
+        ValueError: a value out of range, an unknown ``lag``, a constant lag above ``ESCAPE_MAX_LAG`` (above
+            ``GROWTH_MAX_LAG`` with ``noise_growth > 0``, or more than 20,000 steps).
 
     Example:
         >>> est = escape_probability(0.1, 0.0, 1, 1.0, noise=1.0, basin=1.0, steps=1000)
@@ -370,10 +432,10 @@ def escape_probability(
         True
     """
     k_ref, steps, shape, flat = _prepare(eta, mu, k_ref, curvature, k_instant, lag, noise, samples_per_step,
-                                         basin, steps, e0)
-    eta, mu, kd, k0, noise, batch, w, e0 = flat
+                                         basin, steps, e0, noise_growth)
+    eta, mu, kd, k0, noise, batch, w, e0, c = flat
     with np.errstate(over="ignore", invalid="ignore"):  # an unstable update's moments overflow: handled as escape
-        out = _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps)
+        out = _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps, c)
     return EscapeEstimate(*(np.asarray(x).reshape(shape) for x in out))
 
 
@@ -390,6 +452,7 @@ def escape_onset(
     samples_per_step: ArrayLike = 1,
     level: float = 0.5,
     eta_max: ArrayLike | None = None,
+    noise_growth: ArrayLike = 0.0,
     iters: int = 40,
     rtol: float = 1e-4,
 ) -> np.ndarray:
@@ -400,15 +463,17 @@ def escape_onset(
     threshold η* (:func:`exact_critical_eta`) unless given: P is taken as increasing in η there (the noise
     and the response to it both grow with η). Returns η_max where P stays below ``level`` up to η_max
     (``inf`` where η* is infinite and no η_max was given), and ``0`` where it is already above it at the
-    bottom of the range. The refinement stops at a relative width ``rtol`` in η.
+    bottom of the range. The refinement stops at a relative width ``rtol`` in η. ``noise_growth`` is passed
+    to :func:`escape_probability`.
     """
     from grpojax.dynamics._stability import exact_critical_eta
 
     level = float(check("level", level, lambda x: (x > 0) & (x < 1), "in (0, 1) (a probability)"))
     k_ref = _check_int("k_ref", k_ref, 1)
     iters = _check_int("iters", iters, 1)
-    mu_a, kd_a, k0_a, nz, b, w = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in
-                                                       (mu, curvature, k_instant, noise, samples_per_step, basin)))
+    mu_a, kd_a, k0_a, nz, b, w, cg = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in
+                                                           (mu, curvature, k_instant, noise, samples_per_step, basin,
+                                                            noise_growth)))
     if eta_max is None:
         hi = np.asarray(exact_critical_eta(mu_a, k_ref, kd_a, lag=lag, k_instant=k0_a), np.float64)
     else:
@@ -421,12 +486,12 @@ def escape_onset(
         return out
 
     sel = np.nonzero(ok.ravel())[0]
-    cols = [x.ravel()[sel] for x in (mu_a, kd_a, k0_a, nz, b, w)]
+    cols = [x.ravel()[sel] for x in (mu_a, kd_a, k0_a, nz, b, w, cg)]
 
     def prob(eta, rows):
-        m_, kd_, k0_, nz_, b_, w_ = (c[rows] for c in cols)
+        m_, kd_, k0_, nz_, b_, w_, cg_ = (c[rows] for c in cols)
         return escape_probability(eta, m_, k_ref, kd_, noise=nz_, basin=w_, steps=steps, lag=lag, k_instant=k0_,
-                                  samples_per_step=b_).probability
+                                  samples_per_step=b_, noise_growth=cg_).probability
 
     every = np.arange(sel.size)
     top = hi.ravel()[sel] * (1.0 - 1e-9)
