@@ -1,0 +1,228 @@
+"""curvature_vs_probe: the K_d that ``grpojax curvature`` measures against the one ``grpojax advise --probe`` fits.
+
+Both numbers are called K_d, but they are not the same quantity as they stand:
+
+* ``advise --probe LOG`` fits the run's reward curve for its fast rate λ (the creep forecast, 90% interval)
+  and inverts it with the run's hyperparameters: K_d = a / η_hb with a = (λ (1 − μ) − η_hb K_0) / (1 + λ τ),
+  τ = (K_ref − 1) / 2 (periodic refresh). For an AdamW run (``--beta1``) it takes μ = β₁ and
+  η_hb = η (1 − β₁): the preconditioner is taken as 1, so this K_d is in **Adam's units**, K / sqrt(v).
+  With K_ref = 1 (τ = 0) and ``--k-instant 0`` the rate identifies only the sum: K_d(probe) = λ / η, which
+  stands for K_0 + K_d.
+* ``grpojax curvature`` measures the Rayleigh quotients vᵀK_0v and vᵀK_d v of the GRPO update of the
+  checkpoint along the stiffest direction v of K_0 + K_d, in the units of the **plain gradient step** (the
+  update normalised by the batch's completion tokens), and σ², the per-completion variance of the update
+  along v.
+
+The conversion is the preconditioned heavy-ball reduction of the model (``docs/model/schedules.md``,
+:func:`grpojax.dynamics.adam_to_heavy_ball`): Adam steps η_hb = η (1 − β₁) / (sqrt(v) + ε) with
+v ≈ σ²/B + ḡ² along the error coordinate, so
+
+    K(Adam units) = K(plain) / (sqrt(σ²/B + ḡ²) + ε),
+
+B = G × prompts per step of the logged run; ḡ is taken as 0 (the measurement point is treated as the
+plateau, as ``grpojax curvature`` does). Any scalar conversion of this kind leaves the relative width of an
+interval (width / value) and, for an interval above 0, its ratio hi / lo unchanged, so those unit-free
+widths are compared first; the absolute widths are compared after the conversion.
+
+The advise side runs the command itself (``grpojax advise ... --probe LOG --json FILE``) in a
+subprocess, as a user would; a refusal is recorded with its message. The curvature side reads the
+``curvature.json`` files ``grpojax curvature`` wrote.
+
+Usage:
+  python experiments/curvature_vs_probe.py --log out/smollm2-arith-cpu/metrics.jsonl \\
+      --curvature out/curvature-gsm8k/curvature.json --eta 1e-5 --beta1 0.9 --k-ref 1 --group-size 8 \\
+      --prompts-per-step 8 --results experiments/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NAME = "curvature_vs_probe"
+
+
+def run_advise(args) -> dict:
+    """``grpojax advise --probe`` on the log, as a subprocess: its JSON, or its refusal message."""
+    cmd = ["advise", "--eta", f"{args.eta:g}", "--beta1", f"{args.beta1:g}", "--k-ref", str(args.k_ref),
+           "--group-size", str(args.group_size), "--prompts-per-step", str(args.prompts_per_step),
+           "--probe", str(args.log)]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp) / "advice.json"
+        proc = subprocess.run([sys.executable, "-c", "from grpojax.cli import main; raise SystemExit(main())",
+                               *cmd, "--json", str(out)], capture_output=True, text=True, cwd=ROOT)
+        doc = json.loads(out.read_text()) if proc.returncode == 0 and out.is_file() else None
+    shown = "grpojax " + " ".join(cmd)
+    if doc is None:
+        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        return {"command": shown, "returncode": proc.returncode, "refused": lines[-1] if lines else "",
+                "K_d": None, "interval": None}
+    probe = doc["probe"]
+    lo, hi = probe["curvature_interval"]
+    return {"command": shown, "returncode": 0, "refused": None, "K_d": probe["curvature"], "interval": [lo, hi],
+            "how": probe["how"], "status": probe.get("status"), "plateau": probe.get("plateau")}
+
+
+def widths(value: float, lo: float, hi: float) -> dict:
+    """Absolute width, relative width (width / |value|) and hi / lo (only for an interval above 0)."""
+    w = hi - lo
+    return {"width": w, "relative_width": w / abs(value) if value else None,
+            "hi_over_lo": hi / lo if lo > 0 else None}
+
+
+def curvature_entry(path: pathlib.Path, *, beta1: float, beta2: float, eps: float, samples: int) -> dict:
+    from grpojax.dynamics import adam_to_heavy_ball
+
+    doc = json.loads(path.read_text())
+    kd, k0, s2 = doc["K_d"], doc["K_0"], doc["sigma2"]
+    red = adam_to_heavy_ball(beta1=beta1, beta2=beta2, eps=eps, noise=s2["value"], samples_per_step=samples)
+    to_adam = 1.0 / (red.sqrt_v + eps)  # K(Adam units) = K(plain) / (sqrt(v) + ε)
+    lo, hi = kd["interval"]
+    st = doc["settings"]
+    return {"file": str(path), "settings": {k: st.get(k) for k in ("prompts", "reward", "prompts_per_step",
+                                                                     "group_size", "max_new_tokens", "temperature",
+                                                                     "iters", "level", "seed")},
+            "K_d": kd["value"], "interval": [lo, hi], "K_0": k0["value"], "K_0_interval": k0["interval"],
+            "sigma2": s2["value"], "sigma2_interval": s2["interval"], "converged": doc["converged"],
+            "ritz_residual": {"K_d": kd["ritz_residual"], "K_0": k0["ritz_residual"]},
+            "pass_rate": doc["pass_rate"]["value"], "mean_reward": doc.get("mean_reward"),
+            "timings": doc["timings"], "sqrt_v": red.sqrt_v, "to_adam_units": to_adam,
+            "K_d_adam": kd["value"] * to_adam, "interval_adam": [lo * to_adam, hi * to_adam],
+            "K_total_adam": (kd["value"] + k0["value"]) * to_adam,
+            "widths": widths(kd["value"], lo, hi)}
+
+
+def fmt(x) -> str:
+    return "—" if x is None else f"{x:.3g}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--log", type=pathlib.Path, required=True, help="the logged run's metrics file")
+    ap.add_argument("--curvature", type=pathlib.Path, nargs="+", required=True, help="curvature.json file(s)")
+    ap.add_argument("--eta", type=float, required=True, help="the run's learning rate")
+    ap.add_argument("--beta1", type=float, default=0.9, help="the run's Adam β₁ (default 0.9)")
+    ap.add_argument("--beta2", type=float, default=0.99, help="the run's Adam β₂ (default 0.99)")
+    ap.add_argument("--eps", type=float, default=1e-8, help="the run's Adam ε (default 1e-8)")
+    ap.add_argument("--k-ref", type=int, default=1, help="the run's updates per rollout (default 1)")
+    ap.add_argument("--group-size", type=int, required=True, help="the run's G")
+    ap.add_argument("--prompts-per-step", type=int, required=True, help="the run's prompts per step")
+    ap.add_argument("--results", type=pathlib.Path, default=None, help="write curvature_vs_probe.{md,json} here")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from grpojax._io import write_json, write_text_atomic
+
+    probe = run_advise(args)
+    samples = args.group_size * args.prompts_per_step
+    curv = [curvature_entry(p, beta1=args.beta1, beta2=args.beta2, eps=args.eps, samples=samples)
+            for p in args.curvature]
+    if probe["K_d"] is not None:
+        probe["widths"] = widths(probe["K_d"], *probe["interval"])
+        for c in curv:
+            pw, cw = probe["widths"], c["widths"]
+            c["vs_probe"] = {
+                # unit-free: unchanged by any scalar conversion of the units
+                "relative_width_ratio": (pw["relative_width"] / cw["relative_width"]
+                                         if pw["relative_width"] and cw["relative_width"] else None),
+                "hi_over_lo_ratio": (pw["hi_over_lo"] / cw["hi_over_lo"]
+                                     if pw["hi_over_lo"] and cw["hi_over_lo"] else None),
+                # absolute, after K(Adam) = K(plain) / (sqrt(σ²/B) + ε)
+                "width_ratio_adam_units": pw["width"] / (c["interval_adam"][1] - c["interval_adam"][0]),
+                "point_ratio_adam_units": probe["K_d"] / c["K_d_adam"] if c["K_d_adam"] else None,
+                "narrower_10x": None,
+            }
+            v = c["vs_probe"]
+            v["narrower_10x"] = bool(v["relative_width_ratio"] is not None and v["relative_width_ratio"] >= 10
+                                     and v["width_ratio_adam_units"] >= 10)
+    out = {"probe": probe, "curvature": curv, "run": {"log": str(args.log), "eta": args.eta, "beta1": args.beta1,
+                                                      "beta2": args.beta2, "eps": args.eps, "k_ref": args.k_ref,
+                                                      "group_size": args.group_size,
+                                                      "prompts_per_step": args.prompts_per_step,
+                                                      "samples_per_step": samples}}
+    if probe["K_d"] is None:
+        print(f"advise --probe refused (exit {probe['returncode']}): {probe['refused']}")
+    else:
+        print(f"advise --probe: K_d = {probe['K_d']:.4g} [{probe['interval'][0]:.4g}, {probe['interval'][1]:.4g}] "
+              f"(Adam units), relative width {fmt(probe['widths']['relative_width'])}, "
+              f"hi/lo {fmt(probe['widths']['hi_over_lo'])}")
+    for c in curv:
+        print(f"curvature {c['file']}: K_d = {c['K_d']:.4g} [{c['interval'][0]:.4g}, {c['interval'][1]:.4g}] (plain "
+              f"units) = {c['K_d_adam']:.4g} [{c['interval_adam'][0]:.4g}, {c['interval_adam'][1]:.4g}] (Adam units, "
+              f"sqrt(v) = {c['sqrt_v']:.3g}), relative width {fmt(c['widths']['relative_width'])}")
+        if "vs_probe" in c:
+            v = c["vs_probe"]
+            print(f"  probe / curvature: relative width {fmt(v['relative_width_ratio'])}x, absolute width (Adam units) "
+                  f"{fmt(v['width_ratio_adam_units'])}x, point {fmt(v['point_ratio_adam_units'])}x; 10x narrower: "
+                  f"{v['narrower_10x']}")
+    if args.results is None:
+        return 0
+    write_json(args.results, f"{NAME}.json", out)
+    write_text_atomic(args.results / f"{NAME}.md", report(out))
+    return 0
+
+
+def report(out: dict) -> str:
+    p, run = out["probe"], out["run"]
+    if p["K_d"] is None:
+        probe_txt = f"`{p['command']}` refused (exit {p['returncode']}): \"{p['refused']}\""
+    else:
+        w = p["widths"]
+        probe_txt = (f"`{p['command']}`: K_d = **{p['K_d']:.4g}**, 90% interval [{p['interval'][0]:.4g}, "
+                     f"{p['interval'][1]:.4g}] (Adam units; relative width {fmt(w['relative_width'])}, hi / lo "
+                     f"{fmt(w['hi_over_lo'])}). {p['how']}.")
+    rows = []
+    for c in out["curvature"]:
+        s, v = c["settings"], c.get("vs_probe", {})
+        rows.append(
+            f"| {s['prompts_per_step']} × G {s['group_size']} × {s['max_new_tokens']} tok, iters {s['iters']} "
+            f"| {c['K_d']:.3g} [{c['interval'][0]:.3g}, {c['interval'][1]:.3g}] "
+            f"| {c['K_d_adam']:.3g} [{c['interval_adam'][0]:.3g}, {c['interval_adam'][1]:.3g}] "
+            f"| {fmt(c['widths']['relative_width'])} | {fmt(c['widths']['hi_over_lo'])} "
+            f"| {fmt(v.get('relative_width_ratio'))} | {fmt(v.get('width_ratio_adam_units'))} "
+            f"| {fmt(v.get('point_ratio_adam_units'))} | {c['timings']['total_s']:.0f} s |")
+    verdicts = "\n".join(
+        f"- {c['settings']['prompts_per_step']} prompts × G {c['settings']['group_size']}: "
+        + ("no probe interval to compare with" if "vs_probe" not in c else
+           f"relative width {fmt(c['vs_probe']['relative_width_ratio'])}× narrower than the probe's, absolute "
+           f"width (Adam units) {fmt(c['vs_probe']['width_ratio_adam_units'])}× narrower: "
+           + ("at least 10× narrower on both." if c["vs_probe"]["narrower_10x"] else "not 10× narrower on both."))
+        for c in out["curvature"])
+    return f"""# `grpojax curvature` against `grpojax advise --probe`: the K_d interval
+
+Logged run: `{run['log']}` (AdamW η = {run['eta']:g}, β₁ = {run['beta1']:g}, β₂ = {run['beta2']:g}, K_ref = {run['k_ref']},
+G = {run['group_size']} × {run['prompts_per_step']} prompts = {run['samples_per_step']} completions per step).
+
+**advise --probe.** {probe_txt}
+
+**curvature** (K_d along the stiffest direction of K_0 + K_d, 90% bootstrap interval over prompts; plain-gradient
+units, and in Adam's units through K / (sqrt(σ²/B) + ε) with B = {run['samples_per_step']}, the run's completions per step):
+
+| measured on | K_d (plain) | K_d (Adam units) | relative width | hi / lo | probe / curvature: relative width | width (Adam units) | value (Adam units) | wall time |
+|---|---|---|---|---|---|---|---|---|
+{chr(10).join(rows)}
+
+{verdicts}
+
+Relative width = (hi − lo) / |K_d|: it does not depend on the units, so it compares the two intervals whatever
+the conversion; hi / lo only where the interval lies above 0 ("—" otherwise). The absolute widths are compared
+after the scalar conversion of the model's AdamW reduction (docs/model/schedules.md), which takes Adam's
+diagonal preconditioner as one number read along the measured direction and the mean gradient there as 0;
+where the two values differ by orders of magnitude (the "value" column), the absolute width ratio mostly
+measures that difference, not the precision of either interval.
+
+What differs between the two besides the units: the probe's rate is that of the run's mean reward, over
+the run's own prompts, sampling temperature and reward, averaged over its steps; with K_ref = 1 it
+identifies only K_0 + K_d (τ = 0), which the probe reports as K_d with K_0 = 0. The curvature is the
+Rayleigh quotient at the starting checkpoint, along the stiffest direction, on the prompts and reward it was
+given (the settings of each row are in the JSON).
+"""
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
