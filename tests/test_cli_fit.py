@@ -150,3 +150,19 @@ def test_fit_cli_tables_are_never_cut_on_a_narrow_terminal(tmp_path, capsys, mon
     wf = entry["window_forecast"]
     assert f"{wf['mean']:.4g}" in out and f"[{wf['lo']:.4g}, {wf['hi']:.4g}]" in out
     assert _common.console.width == 60  # the terminal's width is restored
+
+
+@pytest.mark.slow
+def test_fit_bayes_state_space_on_the_quickstart_converges_with_the_defaults(tmp_path, capsys):
+    """The documented quickstart command, with the shipped NUTS settings and seed: no divergent transition,
+    every r̂ below 1.01, and the model's quantities printed (p*, ζ, M_eff, C_eff, K_eff, P(regime))."""
+    quick = pathlib.Path(__file__).parent / "fixtures" / "quickstart" / "trainer_state.json"
+    assert main(["fit", str(quick), "--bayes", "state_space", "--no-plot", "--out", str(tmp_path)]) == 0
+    said = capsys.readouterr().out
+    bayes = json.loads((tmp_path / "fit.json").read_text())["runs"]["quickstart"]["bayes"]
+    assert bayes["divergences"] == 0
+    # M_eff is fixed at 1 by a reward curve (a constant has no r̂)
+    r_hat = {k: v["r_hat"] for k, v in bayes["summary"].items() if v.get("r_hat") is not None and v["r_hat"] == v["r_hat"]}
+    assert r_hat and max(r_hat.values()) < 1.01, r_hat
+    for line in ("p* (plateau)", "zeta", "M_eff", "C_eff", "K_eff", "P(regime)"):
+        assert line in said, line

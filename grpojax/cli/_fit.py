@@ -7,7 +7,7 @@ import math
 import sys
 import warnings
 
-from grpojax._defaults import FORECAST_METHOD, FORECAST_WINDOW, SEED
+from grpojax._defaults import FORECAST_METHOD, FORECAST_WINDOW, NUTS_CHAINS, NUTS_DRAWS, NUTS_WARMUP, SEED
 from grpojax._io import save_figure
 from grpojax.cli._common import (LAG_HELP, CLIError, add_bounds_arg, add_lag_arg, err_console, add_log_read_args, check_bounds_arg, console, log_read_kwargs, print_table,
                                  out_dir, write_json)
@@ -84,9 +84,9 @@ def register(subparsers) -> None:
     p.add_argument("--target", type=Real(float32=False, what="a value of the metric"), default=None, metavar="T",
                    help="with --prefix: also give P(the forecast window mean >= T), from the forecast's predictive "
                         "distribution")
-    p.add_argument("--chains", type=Int(1, 1024, what="NUTS chains"), default=4, help="NUTS chains (default 4)")
-    p.add_argument("--draws", type=Int(1, 10**6, what="NUTS draws per chain"), default=1000, help="NUTS draws per chain after warmup (default 1000)")
-    p.add_argument("--warmup", type=Int(1, 10**6, what="NUTS warmup per chain"), default=1000, help="NUTS warmup per chain (default 1000)")
+    p.add_argument("--chains", type=Int(1, 1024, what="NUTS chains"), default=NUTS_CHAINS, help=f"NUTS chains (default {NUTS_CHAINS})")
+    p.add_argument("--draws", type=Int(1, 10**6, what="NUTS draws per chain"), default=NUTS_DRAWS, help=f"NUTS draws per chain after warmup (default {NUTS_DRAWS})")
+    p.add_argument("--warmup", type=Int(1, 10**6, what="NUTS warmup per chain"), default=NUTS_WARMUP, help=f"NUTS warmup per chain (default {NUTS_WARMUP})")
     p.add_argument("--seed", type=SEED_ARG, default=SEED,
                    help=f"seed of NUTS and of the window forecast in [0, 2^32) (default {SEED}, as from Python)")
     p.add_argument("--eta", type=Real(0, lo_open=True, what="the learning rate"), default=None, help="mechanistic: learning rate")

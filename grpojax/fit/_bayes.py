@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.distributions.transforms import biject_to
 
-from grpojax._defaults import LAG
+from grpojax._defaults import LAG, NUTS_CHAINS, NUTS_DRAWS, NUTS_WARMUP
 from grpojax._errors import InvalidValueError
 from grpojax._curve_laws import response_sd
 from grpojax.dynamics import REGIMES, OscillatorParams, regime, response_from_rest
@@ -176,9 +176,9 @@ def fit_bayes(
     model: str = "state_space",
     *,
     key: jax.Array,
-    num_warmup: int = 1000,
-    num_samples: int = 1000,
-    num_chains: int = 4,
+    num_warmup: int = NUTS_WARMUP,
+    num_samples: int = NUTS_DRAWS,
+    num_chains: int = NUTS_CHAINS,
     chain_method: str = "vectorized",
     hyperparams: dict | None = None,
     forecast_to: float | None = None,
