@@ -204,24 +204,31 @@ def write_markdown(out, pred, res, walls, total_s, load0, cmd):
 
 def main(argv=None):
     ap = experiment_parser(NAME, __doc__, quick_help="(no quick version)")
-    ap.add_argument("--stage", choices=("all", "predict", "run"), default="all",
-                    help="predict: write predictions.json and stop; run: run against an existing predictions.json")
+    ap.add_argument("--stage", choices=("all", "predict", "run", "score"), default="all",
+                    help="predict: write predictions.json and stop; run: run against an existing predictions.json; "
+                         "score: score the runs.json of an earlier run again")
     args = parse_args(ap, argv)
     out = args.out
     t0 = time.perf_counter()
     load0 = load_average()
-    if args.stage == "run":
+    if args.stage in ("run", "score"):
         pred = json.loads((out / "predictions.json").read_text())
     else:
         pred = predict(out)
         print(f"wrote {out / 'predictions.json'}")
         if args.stage == "predict":
             return 0
-    measured, walls = run(pred)
+    if args.stage == "score":  # the runs already made, scored again
+        saved = json.loads((out / "runs.json").read_text())
+        measured, walls = saved["runs"], saved["program_wall_s"]
+    else:
+        measured, walls = run(pred)
+        (out / "runs.json").write_text(json.dumps(dict(runs=measured, program_wall_s=walls), indent=0))
     res = score(pred, measured)
     total_s = time.perf_counter() - t0
     cmd = f"python experiments/{NAME}.py" + (f" --stage {args.stage}" if args.stage != "all" else "")
     a = res["all"]
+    f = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
     claims = [
         Claim("With the noise's growth away from the plateau (measured from the noise alone), the escape model's "
               "Brier score on held-out cells and new seeds is below the old model's and at least 30% below the "
@@ -239,7 +246,6 @@ def main(argv=None):
     ]
     write_summary(out, NAME, quick=False, claims=claims, figures=[], scores=res, program_wall_s=walls,
                   total_wall_s=total_s, load_before=load0, load_after=load_average(), command=cmd)
-    (out / "runs.json").write_text(json.dumps(measured, indent=0))
     write_markdown(out, pred, res, walls, total_s, load0, cmd)
     print_claims(claims)
     return 0
