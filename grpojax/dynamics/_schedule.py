@@ -213,7 +213,7 @@ def _gradient_power(eta_hb, mu, k_ref, kd, k0_map, k0_grad, lag):
     try:  # next to the threshold the Lyapunov equation is ill-conditioned, but Γ is then huge either way
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LinAlgWarning)
-            P, radius = _stationary_start(maps[:, None], one(eta_hb**2))
+            P, radius = _stationary_start(maps[:, None], one(eta_hb**2), np.zeros(1))  # additive noise
     except np.linalg.LinAlgError:  # on the threshold to rounding: the Lyapunov equation is singular
         return math.inf, math.inf
     if not radius[0] < 1.0:
