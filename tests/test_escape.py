@@ -324,6 +324,13 @@ def test_advise_keeps_the_escape_level():
     assert advise(eta=0.01, **{k: v for k, v in kw.items() if k != "steps"}).escape_probability is None
     with pytest.raises(InvalidValueError, match="escape_level"):
         advise(eta=0.01, **(kw | dict(escape_level=1.0)))
+    # noise that grows with the state: the bound is the escape model's onset at the level with that growth
+    g = advise(eta=0.01, **(kw | dict(noise_growth=40.0)))
+    on = escape_onset(0.9, 4, 0.5, noise=0.16, basin=0.2, samples_per_step=8, steps=300, lag="periodic", level=0.05,
+                      noise_growth=40.0)
+    assert g.eta_escape == pytest.approx(float(on), rel=1e-9) and g.eta_escape < a.eta_escape
+    with pytest.raises(InvalidValueError, match="noise_growth must be >= 0"):
+        advise(eta=0.01, **(kw | dict(noise_growth=-1.0)))
 
 
 def test_cli_prints_the_escape_probability(tmp_path, capsys):

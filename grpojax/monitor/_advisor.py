@@ -216,7 +216,7 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
            pass_rate: float | None = None, zero_std_target: float = _defaults.ZERO_STD_TARGET,
            zeta_band: tuple = ZETA_BAND, margin: float = _defaults.ADVICE_MARGIN, curvature_source: str | None = None,
            steps: int | None = None, basin: float | None = None, escape_level: float = _defaults.ESCAPE_LEVEL,
-           prompts_per_step: int = 1) -> Advice:
+           prompts_per_step: int = 1, noise_growth: float = 0.0) -> Advice:
     """Damping ratio, exact stability margin and advised ranges of η, K_ref (or S) and G.
 
     Args:
@@ -244,6 +244,8 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
             rate p to the nearer end of [0, 1], min(p, 1 − p); 0.2 without a pass rate).
         escape_level: the bound on P(escape within T) the advised range keeps, in (0, 1) (default 0.05).
         prompts_per_step: prompts whose groups one optimizer step averages (default 1).
+        noise_growth: growth c ≥ 0 of the step's noise variance with the reward error e, σ²/B · (1 + c e²)
+            (``grpojax.dynamics.escape_probability``; default 0: the noise as measured at the plateau).
 
     Returns:
         :class:`Advice`.
@@ -304,6 +306,9 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
         raise InvalidValueError(f"escape_level must be in (0, 1) (a probability), got {escape_level!r}")
     if isinstance(prompts_per_step, bool) or not isinstance(prompts_per_step, (int, np.integer)) or prompts_per_step < 1:
         raise InvalidValueError(f"prompts_per_step must be an integer >= 1, got {prompts_per_step!r}")
+    if not finite("noise_growth", noise_growth) >= 0:
+        raise InvalidValueError(f"noise_growth must be >= 0 (growth of the noise variance per unit e²), "
+                                f"got {noise_growth!r}")
     if basin is not None and not finite("basin", basin) > 0:
         raise InvalidValueError(f"basin must be > 0 (a half-width in reward units), got {basin!r}")
     notes = []
@@ -334,7 +339,7 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
     esc = None
     if steps is not None:
         esc = _escape(eta_hb, m, k, curvature, lag, k_instant, noise, int(group_size) * int(prompts_per_step),
-                      basin, pass_rate, int(steps), float(escape_level), eta_star_hb)
+                      basin, pass_rate, int(steps), float(escape_level), eta_star_hb, float(noise_growth))
         cap = min(cap, esc["eta_hb"])
         notes.append(f"escape: P(leaving |p − p*| ≤ {esc['basin']:.3g} within {int(steps)} steps) = "
                      f"{esc['probability']:.3g} at this η; ≤ {escape_level:g} up to η = {esc['eta_hb'] / scale:.3g} "
@@ -364,7 +369,8 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
                                                                      None)))
 
 
-def _escape(eta_hb, mu, k, curvature, lag, k_instant, noise, samples, basin, pass_rate, steps, level, eta_star_hb):
+def _escape(eta_hb, mu, k, curvature, lag, k_instant, noise, samples, basin, pass_rate, steps, level, eta_star_hb,
+            noise_growth=0.0):
     """P(escape within ``steps``) at ``eta_hb`` and the largest heavy-ball η with P ≤ ``level`` (≤ η*)."""
     from grpojax.dynamics import escape_onset, escape_probability  # noqa: PLC0415
 
@@ -372,7 +378,8 @@ def _escape(eta_hb, mu, k, curvature, lag, k_instant, noise, samples, basin, pas
         basin = min(pass_rate, 1.0 - pass_rate) if pass_rate is not None else 0.2
         if basin <= 0:
             raise InvalidValueError(f"the default basin min(p, 1 − p) is 0 at pass_rate={pass_rate!r}; give basin")
-    kw = dict(noise=noise, basin=basin, steps=steps, lag=lag, k_instant=k_instant, samples_per_step=samples)
+    kw = dict(noise=noise, basin=basin, steps=steps, lag=lag, k_instant=k_instant, samples_per_step=samples,
+              noise_growth=noise_growth)
     p = float(escape_probability(eta_hb, mu, k, curvature, **kw).probability)
     if math.isfinite(eta_star_hb) and eta_star_hb > 0:
         top = float(escape_onset(mu, k, curvature, level=level, **kw))
