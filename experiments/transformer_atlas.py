@@ -418,6 +418,39 @@ def run_population(pred, arrays, name, runs, schedule, log=print):
                 run_steps_per_s=len(runs) * pred["steps"] / res.wall_s)
 
 
+def logistic_onset(logx, y, n_boot=300, seed=0):
+    """η/η* where a logistic fit of P(escaped) in log η crosses 1/2, and a bootstrap 95% interval over runs.
+
+    Maximum likelihood with a small ridge (1e-3, which keeps the slope finite when the classes separate), by
+    ``scipy.optimize.minimize`` (BFGS, analytic gradient) from the midpoint of the data; ``inf`` when no run
+    escaped, ``0`` when every run did."""
+    from scipy.optimize import minimize
+
+    def fit(lx, yy):
+        if yy.all():
+            return -np.inf
+        if not yy.any():
+            return np.inf
+
+        def nll(p):
+            z = p[0] + p[1] * lx
+            q = 1 / (1 + np.exp(-z))
+            return (np.sum(np.logaddexp(0, z) - yy * z) + 5e-4 * (p @ p),
+                    np.array([np.sum(q - yy), np.sum((q - yy) * lx)]) + 1e-3 * p)
+
+        m = 0.5 * (lx[yy].min() + lx[~yy].max())  # start at the boundary between the classes, slope 1
+        res = minimize(nll, np.array([-m, 1.0]), jac=True, method="BFGS")
+        a, b = res.x
+        return -a / b if b > 0 else np.nan
+
+    y = np.asarray(y, bool)
+    est = fit(logx, y)
+    rng = np.random.default_rng(seed)
+    boots = np.array([fit(logx[i], y[i]) for i in (rng.integers(0, len(y), len(y)) for _ in range(n_boot))], float)
+    lo, hi = np.nanpercentile(boots, [2.5, 97.5]) if np.isfinite(boots).any() else (np.nan, np.nan)
+    return float(np.exp(est)), float(np.exp(lo)), float(np.exp(hi))
+
+
 def summarise(runs):
     cells = {}
     for r in runs:
@@ -426,7 +459,7 @@ def summarise(runs):
     for (ps, sch, mu, K), rs in cells.items():
         rel = np.array([r["eta_rel"] for r in rs])
         y = np.array([r["escaped"] for r in rs], bool)
-        onset, lo, hi = atlas.logistic_onset(np.log(rel), y)
+        onset, lo, hi = logistic_onset(np.log(rel), y)
         y = y.astype(float)
         eo = rs[0]["escape_onset"] / rs[0]["eta_star"]
         far_e = np.abs(np.log(rel / eo)) > np.log(1.25)
@@ -448,7 +481,11 @@ def scores(runs):
     eo = np.array([r["escape_onset"] / r["eta_star"] for r in runs])
     far_e = np.abs(np.log(rel / eo)) > np.log(1.25)
     far_s = np.abs(np.log(rel)) > np.log(1.25)
-    return dict(n=len(runs), brier_escape=float(np.mean((p - y) ** 2)), brier_eta_star=float(np.mean(((rel >= 1) - y) ** 2)),
+    div = np.array([r["diverged"] for r in runs])
+    bands = {"below 0.75 eta*": rel < 0.75, "0.75-1.33 eta*": (rel >= 0.75) & (rel <= 4 / 3),
+             "above 1.33 eta*": rel > 4 / 3}
+    return dict(diverged_by_band={k: [int(div[m].sum()), int(m.sum())] for k, m in bands.items()},
+                n=len(runs), brier_escape=float(np.mean((p - y) ** 2)), brier_eta_star=float(np.mean(((rel >= 1) - y) ** 2)),
                 agree_escape=float(np.mean((p[far_e] >= 0.5) == y[far_e])), n_far_escape=int(far_e.sum()),
                 agree_eta_star=float(np.mean((rel[far_s] >= 1) == y[far_s])), n_far_eta_star=int(far_s.sum()),
                 escaped=int(y.sum()))
@@ -463,8 +500,12 @@ def figure(runs, table, pred, out: pathlib.Path):
     from grpojax._io import save_figure
     from grpojax.dynamics import escape_probability
 
-    fig, axes = plt.subplots(1, len(table), figsize=(3.3 * len(table), 3.3), squeeze=False, sharey=True)
-    for ax, t in zip(axes[0], table):
+    ncol = min(len(table), 5)
+    nrow = -(-len(table) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 3.0 * nrow + 0.6), squeeze=False, sharey=True)
+    for ax in axes.ravel()[len(table):]:
+        ax.axis("off")
+    for ax, t in zip(axes.ravel(), table):
         rs = [r for r in runs if (r["prompt_set"], r["schedule"], r["mu"], r["k_ref"]) ==
               (t["prompt_set"], t["schedule"], t["mu"], t["k_ref"])]
         rels = np.array(sorted({r["eta_rel"] for r in rs}))
@@ -492,10 +533,11 @@ def figure(runs, table, pred, out: pathlib.Path):
         ax.set_title(f"{t['prompt_set']}, {t['schedule']}\nmu={t['mu']}, K_ref={t['k_ref']}", fontsize=8)
         ax.set_xlabel("eta / eta*  (peak lr / critical, cosine)", fontsize=8)
         ax.grid(alpha=0.3)
-    axes[0, 0].set_ylabel("P(escape within T)")
+    for row in axes:
+        row[0].set_ylabel("P(escape within T)")
     h, lab = axes[0, 0].get_legend_handles_labels()
-    fig.legend(h, lab, loc="lower center", ncol=5, fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.legend(h, lab, loc="lower center", ncol=5, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.6 / (3.0 * nrow + 0.6), 1, 1))
     save_figure(fig, out / f"{NAME}.png", dpi=100)
     plt.close(fig)
     return f"{NAME}.png"
@@ -523,9 +565,22 @@ def run_all(pred, out: pathlib.Path, log=print):
     return runs, walls
 
 
-def write_markdown(out, pred, table, sc, sc_first, walls, total_s, load0, load1, cmd):
+def predictions_commit(out: pathlib.Path) -> str:
+    """The commit that added ``out/predictions.json`` (``not committed`` when git has none)."""
+    import subprocess
+
+    try:
+        h = subprocess.run(["git", "log", "--diff-filter=A", "--format=%h", "-1", "--", "predictions.json"],
+                           capture_output=True, text=True, cwd=out).stdout.strip()
+    except OSError:
+        h = ""
+    return h or "not committed"
+
+
+def write_markdown(out, pred, table, sc, sc_first, walls, total_s, load0, load1, cmd, committed):
     L = [f"# Stability map of a transformer LM ({'quick' if pred['quick'] else 'full'})", "",
-         f"Command: `{cmd}`; predictions written at commit {pred['commit']} before any run. Whole run stage "
+         f"Command: `{cmd}` (`--stage predict`, then `--stage run`). Predictions written before any run (the "
+         f"repository head was {pred['commit']}) and committed in {committed}. Whole run stage "
          f"{total_s:.0f} s; load before: {load0}; after: {load1}.", "",
          "Populations (one vmapped program each): " + "; ".join(
              f"{k}: {v['n']} members, {v['wall_s']:.0f} s wall ({v['run_steps_per_s']:.0f} run-steps/s, first call "
@@ -542,8 +597,9 @@ def write_markdown(out, pred, table, sc, sc_first, walls, total_s, load0, load1,
                  f"{h[0]['k_stale']:.3g}, {h[1]['k_stale']:.3g} | {p['noise_per_group']:.4g} | {p['basin']:.4g} | "
                  f"{p['plateau_residual']:.3g} |")
     L += ["", "## Per cell: measured onset vs predicted", "",
-          "Onsets as eta/eta* (cosine: peak lr / critical peak lr); measured = logistic fit of P(escaped) in log eta, "
-          "95% bootstrap interval over runs (inf: no run escaped; 0: all escaped).", "",
+          "Onsets as eta/eta* (cosine: peak lr / critical peak lr); measured = maximum-likelihood logistic fit of "
+          "P(escaped) in log eta (ridge 1e-3, scipy BFGS), 95% bootstrap interval over runs (inf: no run escaped; 0: "
+          "all escaped).", "",
           "| prompt set | schedule | mu | K_ref | runs | eta* | escape-model onset | measured onset [95% CI] | escaped | "
           "diverged | agreement (escape model / eta*-only, outside +-25%) | Brier (escape model / eta*-only) |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -557,15 +613,18 @@ def write_markdown(out, pred, table, sc, sc_first, walls, total_s, load0, load1,
           f"{sc['agree_eta_star']:.1%} of {sc['n_far_eta_star']} (eta*-only); {sc['escaped']} of {sc['n']} escaped.",
           "", f"The first prompt set's constant-lr population alone ({sc_first['n']} runs): Brier "
           f"{sc_first['brier_escape']:.3f} vs {sc_first['brier_eta_star']:.3f}; agreement {sc_first['agree_escape']:.1%} "
-          f"vs {sc_first['agree_eta_star']:.1%}.", "", "![stability map](transformer_atlas.png)", "",
+          f"vs {sc_first['agree_eta_star']:.1%}.", "", "Runs that diverged (non-finite loss or gradient), by eta/eta*: "
+          + ", ".join(f"{k}: {v[0]} of {v[1]}" for k, v in sc["diverged_by_band"].items()) + ".", "",
+          "![stability map](transformer_atlas.png)", "",
           "## Regime rule (fixed before the runs)", "", pred["regime_rule"], ""]
     (out / f"{NAME}.md").write_text("\n".join(L))
 
 
 def main(argv=None):
     ap = experiment_parser(NAME, __doc__, quick_help="one prompt set, a short pilot, 24 runs of 60 steps")
-    ap.add_argument("--stage", choices=("all", "predict", "run"), default="all",
-                    help="predict: write predictions.json/.npz and stop; run: run against the existing ones")
+    ap.add_argument("--stage", choices=("all", "predict", "run", "score"), default="all",
+                    help="predict: write predictions.json/.npz and stop; run: run against the existing ones; score: "
+                         "score the runs of an earlier run stage again (runs.json, summary.json) without running")
     ap.add_argument("--seeds", type=int, default=None,
                     help="run stage: replicate every planned (cell, lr) of the predictions with this many seeds "
                          "(e.g. 64: a population of 4,096 on an accelerator); the predictions themselves are unchanged")
@@ -573,18 +632,23 @@ def main(argv=None):
     out = args.out
     if args.seeds is not None and args.seeds < 1:
         ap.error(f"--seeds must be an integer >= 1, got {args.seeds}")
-    if args.stage == "run":
+    if args.stage in ("run", "score"):
         pred = json.loads((out / "predictions.json").read_text())
     else:
         pred = predict(out, args.quick)
         if args.stage == "predict":
             print(f"wrote {out / 'predictions.json'}")
             return 0
-    if args.seeds is not None:
-        pred = with_seeds(pred, args.seeds)
-    t0, load0 = time.perf_counter(), load_average()
-    runs, walls = run_all(pred, out)
-    total_s = time.perf_counter() - t0
+    if args.stage == "score":
+        runs = json.loads((out / "runs.json").read_text())
+        old = json.loads((out / "summary.json").read_text())
+        walls, total_s, load0, load1 = (old[k] for k in ("populations", "total_wall_s", "load_before", "load_after"))
+    else:
+        if args.seeds is not None:
+            pred = with_seeds(pred, args.seeds)
+        t0, load0 = time.perf_counter(), load_average()
+        runs, walls = run_all(pred, out)
+        total_s, load1 = time.perf_counter() - t0, load_average()
     table = summarise(runs)
     sc = scores(runs)
     first = next(iter(pred["prompt_sets"]))
@@ -615,11 +679,12 @@ def main(argv=None):
             f"measured onset {t['onset_rel']:.3g} [{t['onset_lo']:.3g}, {t['onset_hi']:.3g}] x critical peak lr; "
             f"predicted {t['escape_onset_rel']:.3g} (escape model), 1 (eta*)",
             "confirmed" if within else ("partial" if inside else "refuted")))
+    committed = predictions_commit(out)
     write_summary(out, NAME, quick=args.quick, claims=claims, figures=[fig], cells=table, scores=sc,
                   scores_first_constant=sc_first, populations=walls, total_wall_s=total_s, load_before=load0,
-                  load_after=load_average(), command=cmd, predictions_commit=pred["commit"])
+                  load_after=load1, command=cmd, head_at_predictions=pred["commit"], predictions_commit=committed)
     (out / "runs.json").write_text(json.dumps(runs, indent=0))
-    write_markdown(out, pred, table, sc, sc_first, walls, total_s, load0, load_average(), cmd)
+    write_markdown(out, pred, table, sc, sc_first, walls, total_s, load0, load1, cmd, committed)
     print_claims(claims)
     return 0
 
