@@ -216,7 +216,7 @@ def run(args) -> int:
     t.add_row("damping ratio ζ", f"{a.damping_ratio:.3g} ({a.regime}; band {a.zeta_band[0]:g}-{a.zeta_band[1]:g})")
     t.add_row("exact critical η*", f"{a.exact_critical_eta:.4g}")
     t.add_row("margin 1 − η/η_next", f"{a.margin:.3g} (η_next: start of the next unstable η window, or of the one η is in; spectral radius {a.spectral_radius:.5f} per step; advice keeps ≥ {a.required_margin:g})")
-    t.add_row(f"P(escape within {a.escape_steps} steps)",
+    t.add_row(f"P(escape within {a.escape_steps} steps)" + (", Adam gain law" if a.optimizer == "adam" else ""),
               f"{a.escape_probability:.3g} (basin ±{a.escape_basin:.3g}, {a.samples_per_step} samples per step; "
               f"≤ {a.escape_level:g} up to η = {a.eta_escape:.3g})")
     t.add_row("advised η", f"{a.eta_range[0]:.3g} – {a.eta_range[1]:.3g}" if a.eta_range else "none at this K_ref")

@@ -153,6 +153,23 @@ def _escape(eta, mu, k_ref, curvature, lag, k_instant, noise, samples, basin, st
                 onset_eta=onset, expected_exits=float(est.expected_exits))
 
 
+def _adam_escape(hb: dict, adam, args, f: float, noise: float) -> dict:
+    """P(escape) of AdamW at the gain law's step η_hb / r (v̂ grown with the oscillation), with the same planned
+    length, basin and samples as the heavy-ball block ``hb``; the onset as an lr and in η_hb units."""
+    from grpojax.dynamics._schedule import adam_escape  # noqa: PLC0415
+
+    try:
+        e = adam_escape(f, args.k_ref, args.curvature, adam=adam, noise=noise, basin=hb["basin"], steps=hb["steps"],
+                        lag=args.lag, k_instant=args.k_instant, samples_per_step=hb["samples_per_step"])
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    crit_hb = args.eta * adam.step_scale / f
+    return dict(hb, model="adamw gain law", probability=e.probability, expected_exits=e.expected_exits,
+                rms_ratio=e.rms_ratio, step_fraction=e.step_fraction, onset_eta=e.onset_lr_over_critical * crit_hb,
+                onset_lr=e.onset_lr_over_critical * crit_hb / adam.step_scale,
+                onset_lr_over_critical=e.onset_lr_over_critical, noise_floor_probability=hb["probability"])
+
+
 def _same_regime(closed: str, exact: str) -> bool:
     """The closed form's "critical" (ζ = 1 exactly) counts as either side of the oscillatory boundary."""
     return closed == exact or (closed == "critical" and exact in ("overdamped", "underdamped"))
@@ -190,6 +207,8 @@ def run(args) -> int:
     if adam is not None:
         res["adamw"] = dict(lr=args.eta, beta1=args.beta1, beta2=args.beta2, eps=args.eps,
                             weight_decay=args.weight_decay, **adam._asdict())
+        if res["escape"] is not None and res["exact"] is not None:
+            res["escape"] = _adam_escape(res["escape"], adam, args, eta_hb / res["exact"]["critical_eta"], noise)
     res["schedule"] = schedule_block(args, lr=args.eta, mu=args.mu, adam=adam, k_ref=args.k_ref,
                                      curvature=args.curvature, lag=args.lag, k_instant=args.k_instant,
                                      steps=args.steps if args.steps > 0 else PLANNED_STEPS, margin=ADVICE_MARGIN)
@@ -228,7 +247,13 @@ def run(args) -> int:
             t.add_row("unstable η windows", wins + (" …" if len(ex["instability_windows"]) > 4 else ""))
             t.add_row("margin to the next window", f"{ex['margin']:.3g}")
     esc = res["escape"]
-    if esc is not None:
+    if esc is not None and esc.get("model") == "adamw gain law":
+        t.add_row(f"P(escape within {esc['steps']} steps), AdamW gain law",
+                  f"{esc['probability']:.3g} at the step η_hb/r, sqrt(v) r = {esc['rms_ratio']:.3g}× its noise floor "
+                  f"(basin ±{esc['basin']:.3g}, {esc['samples_per_step']} samples per step)")
+        t.add_row("escape onset lr (P = 1/2, gain law)",
+                  f"{esc['onset_lr']:.4g} ({esc['onset_lr_over_critical']:.3g}× the critical lr)")
+    elif esc is not None:
         t.add_row(f"P(escape within {esc['steps']} steps)",
                   f"{esc['probability']:.3g} (basin ±{esc['basin']:.3g}, {esc['samples_per_step']} samples per step)")
         t.add_row("escape onset η (P = 1/2)", f"{esc['onset_eta']:.4g}")

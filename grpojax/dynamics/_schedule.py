@@ -69,8 +69,8 @@ from grpojax._checks import check_choice
 from grpojax._defaults import ADVICE_MARGIN, LAG
 from grpojax._errors import InvalidValueError
 
-__all__ = ["SCHEDULES", "AdamGain", "AdamPath", "AdamReduction", "ScheduleMargin", "adam_along_schedule", "adam_gain",
-           "adam_to_heavy_ball", "schedule_shape", "schedule_margin"]
+__all__ = ["SCHEDULES", "AdamEscape", "AdamGain", "AdamPath", "AdamReduction", "ScheduleMargin", "adam_along_schedule",
+           "adam_escape", "adam_escape_along", "adam_gain", "adam_to_heavy_ball", "schedule_shape", "schedule_margin"]
 
 from grpojax._defaults import SCHEDULES  # noqa: E402  (named once, for the command line without JAX)
 """Learning-rate schedule names (as ``transformers`` / TRL name them)."""
@@ -284,11 +284,14 @@ class AdamPath(NamedTuple):
         step_fraction: the effective heavy-ball step over the threshold, lr(t)(1 − β₁)/sqrt(v̂_t) / η*_hb
             (bias correction of the first moment included; above 1 while an oscillation grows).
         error_sd: the standard deviation of e after step t, per unit sqrt(v₀) (as :class:`AdamGain`).
+        error_cov: Cov(e after step t, e before it), per unit v₀ (what :func:`adam_escape_along` needs to
+            count exits step by step).
     """
 
     rms_ratio: np.ndarray
     step_fraction: np.ndarray
     error_sd: np.ndarray
+    error_cov: np.ndarray
 
 
 def adam_along_schedule(lr_over_critical, k_ref: int, curvature: float, *, adam: AdamReduction, beta2: float = 0.999,
@@ -329,7 +332,7 @@ def adam_along_schedule(lr_over_critical, k_ref: int, curvature: float, *, adam:
     b = np.zeros(n)
     P = np.zeros((n, n))
     m2 = 0.0
-    out = np.empty((3, f.size))
+    out = np.empty((4, f.size))
     for t, ft in enumerate(f):
         if periodic and t % k_ref == 0:  # refresh: s := e
             R = np.eye(n)
@@ -350,9 +353,138 @@ def adam_along_schedule(lr_over_critical, k_ref: int, curvature: float, *, adam:
             A[2, 0] = 1.0  # e_{n−1} := e_n, and the older ones shift down
             A[3:, 2:-1] = np.eye(n - 3)
         b[0], b[1] = eta, 1.0
+        lag1 = float((A @ P)[0, 0])  # Cov(e_{t+1}, e_t): the noise of step t is independent of x_t
         P = A @ P @ A.T + np.outer(b, b)
-        out[:, t] = r, eta / eta_star, math.sqrt(max(P[0, 0], 0.0))
+        out[:, t] = r, eta / eta_star, math.sqrt(max(P[0, 0], 0.0)), lag1
     return AdamPath(*out)
+
+
+class AdamEscape(NamedTuple):
+    """P(escape) of Adam at a constant lr, at the gain law's effective step (module notes, "Adam's escape").
+
+    Attributes:
+        probability: P(the error leaves |e| ≤ basin within ``steps``) of the escape model at the step
+            η_hb / r (with v̂ at its gain-law value r² v₀ instead of the noise floor v₀).
+        expected_exits: the escape model's expected number of exits at that step.
+        rms_ratio, step_fraction: r and the effective step over η*_hb (:class:`AdamGain`).
+        onset_lr_over_critical: f = lr / critical_lr at which the probability reaches ``level`` (inf where the
+            escape model stays below it up to η*_hb); None when not asked for.
+        level: that level (the onset's P, 1/2 by default).
+    """
+
+    probability: float
+    expected_exits: float
+    rms_ratio: float
+    step_fraction: float
+    onset_lr_over_critical: float | None
+    level: float
+
+
+def adam_escape(lr_over_critical: float, k_ref: int, curvature: float, *, adam: AdamReduction, noise: float,
+                basin: float, steps: int, lag: str = LAG, k_instant: float = 0.0, samples_per_step: int = 1,
+                level: float = 0.5, onset: bool = True, noise_growth: float = 0.0) -> AdamEscape:
+    """P(escape within ``steps``) of Adam at lr = f × critical_lr, with the preconditioner of the gain law.
+
+    The escape model (:func:`grpojax.dynamics.escape_probability`) is evaluated at the self-consistent
+    effective step η_hb / r of :func:`adam_gain` (``k_instant`` plus the weight decay's K_0, which scales with
+    r), not at the noise-floor step η_hb: v̂ replaced by its expectation, whose stationary error spread is
+    the one ``adam_gain`` computes (module notes). ``noise``, ``basin``, ``samples_per_step`` are those of the
+    escape model (σ², w, B: v₀ = σ²/B). ``onset``: also solve for the f where P reaches ``level``.
+    ``noise_growth`` is passed to the escape model; r stays the additive-noise gain law's (the noise's own
+    growth with the state is not fed into v̂).
+
+    Example:
+        >>> red = adam_to_heavy_ball(beta1=0.9)
+        >>> e = adam_escape(0.9, 4, 0.12, adam=red, noise=1e-4, basin=0.3, steps=1000, lag="periodic",
+        ...                 k_instant=0.05)
+        >>> e.probability < 0.5 < e.onset_lr_over_critical
+        True
+    """
+    from grpojax.dynamics import _stability as dyn  # noqa: PLC0415
+    from grpojax.dynamics._escape import escape_onset, escape_probability  # noqa: PLC0415
+
+    lvl = _num("level", level, lambda x: 0 < x < 1, "in (0, 1) (a probability)")
+    k0 = _num("k_instant", k_instant, lambda x: x >= 0, ">= 0 (the instant stiffness K_0)")
+    kw = dict(noise=noise, basin=basin, steps=steps, lag=lag, samples_per_step=samples_per_step,
+              noise_growth=noise_growth)
+    mu, extra = float(adam.mu), float(adam.k_instant_extra)
+    g = adam_gain(lr_over_critical, k_ref, curvature, adam=adam, lag=lag, k_instant=k0)
+    eta_star = float(dyn.exact_critical_eta(mu, k_ref, float(curvature), lag=lag, k_instant=k0 + extra))
+
+    def at(gain):
+        if gain.step_fraction == 0.0:
+            return 0.0, 0.0
+        est = escape_probability(gain.step_fraction * eta_star, mu, k_ref, curvature,
+                                 k_instant=k0 + extra * gain.rms_ratio, **kw)
+        return float(est.probability), float(est.expected_exits)
+
+    p, exits = at(g)
+    f_on = None
+    if onset:
+        if extra == 0.0:  # r² = Γ(s η*) at the step fraction s: f = s r follows from the frozen-step onset
+            s_on = float(escape_onset(mu, k_ref, curvature, k_instant=k0, level=lvl, **kw)) / eta_star
+            if not s_on < 1.0 - 1e-6:
+                f_on = math.inf
+            elif s_on == 0.0:
+                f_on = 0.0
+            else:
+                f_on = s_on * math.sqrt(1.0 + _gradient_power(s_on * eta_star, mu, k_ref, float(curvature), k0, k0,
+                                                              lag)[0])
+        else:
+            f_on = _adam_onset_with_decay(lambda f: at(adam_gain(f, k_ref, curvature, adam=adam, lag=lag,
+                                                                 k_instant=k0))[0], lvl)
+    return AdamEscape(p, exits, g.rms_ratio, g.step_fraction, f_on, lvl)
+
+
+def _adam_onset_with_decay(prob, level: float) -> float:
+    """The f where ``prob(f)`` (increasing) reaches ``level``: a bracket doubled upwards from f = 1, then bisection
+    in log f to 1e-4 relative (inf when it stays below up to 1e6)."""
+    lo, hi = 0.0, 1.0
+    while prob(hi) < level:
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e6:
+            return math.inf
+    lo = lo if lo > 0 else hi * 1e-3
+    if prob(lo) >= level:
+        return lo
+    while hi / lo > 1.0 + 1e-4:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if prob(mid) < level else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
+def adam_escape_along(path: AdamPath, *, noise: float, basin: float, samples_per_step: int = 1,
+                      start: int = 0) -> float:
+    """P(escape) along a schedule from Adam's own moments (:func:`adam_along_schedule`), counted from ``start``.
+
+    The error is normal with the path's variance (per unit v₀ = σ²/B: ``noise`` / ``samples_per_step``) and
+    lag-one covariance; exits of |e| ≤ ``basin`` are counted at every step t ≥ ``start`` from the bivariate
+    normal of (e_t, e_{t+1}), as the escape model counts them, with P = 1 − exp(−Σ hazard) (plus the chance
+    of being outside already at ``start``). This follows the transient too: the effective step can exceed
+    η*_hb for a while during a warmup, where a frozen-step rate would be infinite.
+
+    Example:
+        >>> red = adam_to_heavy_ball(beta1=0.9)
+        >>> p = adam_along_schedule(np.full(1000, 0.8), 4, 0.12, adam=red, lag="periodic", k_instant=0.05)
+        >>> 0.0 <= adam_escape_along(p, noise=1e-4, basin=0.3) < 1.0
+        True
+    """
+    from grpojax.dynamics._escape import _exit_probability, _outside  # noqa: PLC0415
+
+    v0 = _num("noise", noise, lambda x: x >= 0, ">= 0 (per-sample gradient variance)")
+    v0 /= _num("samples_per_step", samples_per_step, lambda x: x >= 1, ">= 1 (samples per optimizer step)")
+    w = _num("basin", basin, lambda x: x > 0, "> 0 (half-width of the basin, in the units of e)")
+    n = len(path.error_sd)
+    t0 = int(_num("start", start, lambda x: 0 <= x < n and x == int(x), f"an integer in [0, {n}) (a step)"))
+    var1 = np.asarray(path.error_sd, np.float64) ** 2 * v0  # Var(e_{t+1})
+    var0 = np.concatenate([[0.0], var1[:-1]])  # Var(e_t): the path starts at rest at the plateau
+    cov = np.asarray(path.error_cov, np.float64) * v0
+    z = np.zeros(n - t0)
+    with np.errstate(all="ignore"):
+        hz = _exit_probability(z, var0[t0:], z, var1[t0:], cov[t0:], np.full(n - t0, w))[:, 1]
+        first = float(_outside(0.0, var0[t0], w))
+    total = -math.log1p(-min(first, 1.0)) + float(np.sum(np.where(np.isnan(hz), np.inf, hz)))
+    return float(-math.expm1(-total))
 
 
 class ScheduleMargin(NamedTuple):
@@ -371,8 +503,9 @@ class ScheduleMargin(NamedTuple):
             the preconditioner grows with the oscillation (``adam_gain``).
         bias_corrected_steps: Adam only: steps whose bias-correction factor 1/(1 − β₁^{t+1}) exceeds 1.05.
         mu, step_scale, k_instant: what the oscillator used (after the Adam reduction).
-        escape_probability: P(escape within the schedule) (quasi-static: the escape model's exit rate at
-            each step's lr, summed) when a noise and basin are given; else None.
+        escape_probability: P(escape within the schedule) when a noise and basin are given; else None. Heavy
+            ball: quasi-static (the escape model's exit rate at each step's lr, summed). Adam: the gain law's,
+            counted from ``adam_path``'s own moments (:func:`adam_escape_along`; None where there is no path).
         adam_path: Adam only: :func:`adam_along_schedule` over the schedule (the preconditioner over its
             noise floor, the effective step over η*_hb and the error's spread at every step); None for heavy
             ball, or a constant lag above ``ADAM_PATH_MAX_LAG``.
@@ -476,12 +609,15 @@ def schedule_margin(peak_lr: float, k_ref: int, curvature: float, *, schedule: s
     bias = 0
     if adam is not None and m > 0:
         bias = int(np.sum(1.0 / (1.0 - m ** np.arange(1, steps + 1)) > _BIAS_TOL))
-    esc = None
-    if noise is not None and basin is not None:
-        esc = _escape_along(lr * scale, m, k_ref, float(curvature), k0, lag, noise, basin, samples_per_step)
     gain = None
     if adam is not None and (lag == "periodic" or k_ref <= ADAM_PATH_MAX_LAG):
         gain = adam_along_schedule(lr / crit, k_ref, curvature, adam=adam, beta2=beta2, lag=lag, k_instant=k_instant)
+    esc = None
+    if noise is not None and basin is not None:
+        if adam is None:
+            esc = _escape_along(lr * scale, m, k_ref, float(curvature), k0, lag, noise, basin, samples_per_step)
+        elif gain is not None:  # Adam: from the path's own moments, with v̂ at its gain-law value
+            esc = adam_escape_along(gain, noise=noise, basin=basin, samples_per_step=samples_per_step)
     return ScheduleMargin(lr, shape, crit, marg, float(marg[i]), i, advised, req, growth, bias, m, scale, k0, esc,
                           gain)
 

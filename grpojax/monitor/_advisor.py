@@ -339,9 +339,11 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
     esc = None
     if steps is not None:
         esc = _escape(eta_hb, m, k, curvature, lag, k_instant, noise, int(group_size) * int(prompts_per_step),
-                      basin, pass_rate, int(steps), float(escape_level), eta_star_hb, float(noise_growth))
+                      basin, pass_rate, int(steps), float(escape_level), eta_star_hb, float(noise_growth),
+                      adam=opt == "adam")
         cap = min(cap, esc["eta_hb"])
-        notes.append(f"escape: P(leaving |p − p*| ≤ {esc['basin']:.3g} within {int(steps)} steps) = "
+        notes.append(f"escape{' (Adam: gain law, v̂ grown with the oscillation)' if opt == 'adam' else ''}: "
+                     f"P(leaving |p − p*| ≤ {esc['basin']:.3g} within {int(steps)} steps) = "
                      f"{esc['probability']:.3g} at this η; ≤ {escape_level:g} up to η = {esc['eta_hb'] / scale:.3g} "
                      f"(noise σ²/B with B = {int(group_size) * int(prompts_per_step)} samples per step)")
     c_zero = (1.0 - m) / (curvature * float(_tau(k, lag))) if float(_tau(k, lag)) > 0 else 1e6
@@ -370,8 +372,9 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
 
 
 def _escape(eta_hb, mu, k, curvature, lag, k_instant, noise, samples, basin, pass_rate, steps, level, eta_star_hb,
-            noise_growth=0.0):
-    """P(escape within ``steps``) at ``eta_hb`` and the largest heavy-ball η with P ≤ ``level`` (≤ η*)."""
+            noise_growth=0.0, adam=False):
+    """P(escape within ``steps``) at ``eta_hb`` and the largest heavy-ball η with P ≤ ``level`` (≤ η* for heavy
+    ball; Adam: at the gain law's step η_hb / r, ``grpojax.dynamics._schedule.adam_escape``, any η)."""
     from grpojax.dynamics import escape_onset, escape_probability  # noqa: PLC0415
 
     if basin is None:
@@ -380,6 +383,12 @@ def _escape(eta_hb, mu, k, curvature, lag, k_instant, noise, samples, basin, pas
             raise InvalidValueError(f"the default basin min(p, 1 − p) is 0 at pass_rate={pass_rate!r}; give basin")
     kw = dict(noise=noise, basin=basin, steps=steps, lag=lag, k_instant=k_instant, samples_per_step=samples,
               noise_growth=noise_growth)
+    if adam and math.isfinite(eta_star_hb) and eta_star_hb > 0:
+        from grpojax.dynamics._schedule import adam_escape, adam_to_heavy_ball  # noqa: PLC0415
+
+        e = adam_escape(eta_hb / eta_star_hb, k, curvature, adam=adam_to_heavy_ball(beta1=mu), level=level, **kw)
+        return dict(probability=e.probability, eta_hb=e.onset_lr_over_critical * eta_star_hb, basin=float(basin),
+                    samples=int(samples))
     p = float(escape_probability(eta_hb, mu, k, curvature, **kw).probability)
     if math.isfinite(eta_star_hb) and eta_star_hb > 0:
         top = float(escape_onset(mu, k, curvature, level=level, **kw))
