@@ -22,6 +22,10 @@ Measured: per cell and η, the fraction of ``SEEDS`` new seeds (never run before
 escape validation ran seeds 0 and 1) whose run is unstable, with its exact (Clopper-Pearson) 95% interval;
 the count of cells whose measured rate exceeds the level, and of cells whose lower 95% bound does.
 
+``--noise-growth-from FILE`` (the held-out experiment's predictions.json, its measured ``growth.c``): the same
+check with the advisor's escape cap computed with noise that grows with the state (``advise(...,
+noise_growth=c)``), on 30 other new seeds (140-169), at the advised η only.
+
 Stages: ``--stage predict`` writes predictions.json and stops; ``--stage run`` runs against an existing
 (committed) predictions.json; ``all`` (default) does both. ``--quick``: rule none with momentum 0.9,
 K_ref 1 and 4, 10 seeds.
@@ -51,6 +55,7 @@ VALIDATION = pathlib.Path(__file__).resolve().parent / "results" / "escape_valid
 STEPS = 400
 SEEDS = tuple(range(100, 140))  # 40 seeds never run before (the atlas and the escape validation: 0 and 1)
 QUICK_SEEDS = tuple(range(100, 110))
+GROWTH_SEEDS = tuple(range(140, 170))  # the check with noise growth: 30 more seeds never run before
 CHUNK = 1200  # members per vmapped program call (memory)
 
 
@@ -61,7 +66,7 @@ def cells(apred, quick: bool):
     return cs
 
 
-def predict(out: pathlib.Path, quick: bool, log=print):
+def predict(out: pathlib.Path, quick: bool, log=print, growth: float = 0.0):
     from grpojax.monitor._advisor import _escape, _exact
 
     apred = json.loads(ev.ATLAS_PREDICTIONS.read_text())
@@ -74,7 +79,7 @@ def predict(out: pathlib.Path, quick: bool, log=print):
         w = vpred["basin"][rule]["w"]
         eta_star = _exact(mu, K, kd, "periodic", k0)
         for R in ev.REPEATS:
-            args = (mu, K, kd, "periodic", k0, noise, 72 * R, w, None, STEPS, level, eta_star)
+            args = (mu, K, kd, "periodic", k0, noise, 72 * R, w, None, STEPS, level, eta_star, growth)
             cap = _escape(eta_star * 0.5, *args)["eta_hb"]
             eta_margin = (1.0 - margin) * eta_star
             eta_adv = min(cap, eta_margin)
@@ -88,7 +93,8 @@ def predict(out: pathlib.Path, quick: bool, log=print):
             log(f"{rule:>9} mu={mu} K_ref={K:>2} x{R:>2}: eta_escape {cap / eta_star:.3f} eta*, advised "
                 f"{eta_adv / eta_star:.3f} eta* ({rows[-1]['binding']}), P there {p_adv:.3g}")
     pred = dict(experiment=NAME, quick=quick, written_before_runs=True, git_head=atlas.git_head(), steps=STEPS,
-                level=level, margin=margin, seeds=list(QUICK_SEEDS if quick else SEEDS),
+                level=level, margin=margin, noise_growth=growth, only_advised=growth > 0,
+                seeds=list(GROWTH_SEEDS if growth > 0 else (QUICK_SEEDS if quick else SEEDS)),
                 inputs=f"K_0, K_d: {ev.ATLAS_PREDICTIONS.name}; noise and basin: escape_validation/full/predictions.json",
                 advisor="grpojax.monitor._advisor._escape (escape_onset at the level, periodic refresh, one direction); "
                         "advised eta = min(eta_escape, (1 - margin) eta*); the damping-ratio band is not applied "
@@ -151,7 +157,7 @@ def run(pred, log=print):
         members = []
         for ci, c in enumerate(cs):
             etas = {"advised": c["eta_advised"]}
-            if c["eta_escape"] != c["eta_advised"]:
+            if c["eta_escape"] != c["eta_advised"] and not pred.get("only_advised"):
                 etas["escape_cap"] = c["eta_escape"]
             for which, eta in etas.items():
                 for sd in seeds:
@@ -161,7 +167,7 @@ def run(pred, log=print):
                                         seed=sd, key=1000 * len(members) + sd))
         regimes, walls[R] = run_members(members, ctx, apred, R, pred["steps"], log=log)
         for ci, c in enumerate(cs):
-            for which in ("advised", "escape_cap"):
+            for which in ("advised",) if pred.get("only_advised") else ("advised", "escape_cap"):
                 sel = [g for m, g in zip(members, regimes) if m["cell"] == ci and m["which"] == which]
                 if not sel and which == "escape_cap":  # the cap is the advised eta: the same runs
                     sel = [g for m, g in zip(members, regimes) if m["cell"] == ci and m["which"] == "advised"]
@@ -193,12 +199,16 @@ def write_markdown(out, pred, results, scores, walls, total_s, load0, cmd):
          f"{pred['steps']} steps; vmapped programs {', '.join(f'x{k}: {v:.0f} s' for k, v in walls.items())}; whole "
          f"run {total_s:.0f} s. Load before: {load0}.",
          "The advised learning rates: `predictions.json`, written and committed before any of these runs.", "",
+         (f"Escape model with noise that grows with the state: noise_growth c = {pred['noise_growth']:.4g}. "
+          if pred.get("noise_growth") else "") +
          f"Level L = {lev:g} (the default), margin {pred['margin']:g}. Advised eta = min(eta_escape, (1 - margin) eta*); "
          "eta_escape = the largest eta with P(escape within 400 steps) <= L (the advisor's escape model, stiffest "
          "direction). Measured: fraction of runs unstable by the atlas's regime rule, exact 95% binomial interval.", "",
          "## Counts", "", "| learning rate | cells | cells with measured rate > L | cells with lower 95% bound > L | "
          "runs | unstable | pooled rate [95%] |", "|---|---|---|---|---|---|---|"]
     for which, label in (("advised", "advised eta"), ("escape_cap", "eta_escape (the escape cap alone)")):
+        if which not in scores:
+            continue
         s = scores[which]
         L.append(f"| {label} | {s['cells']} | {s['cells_over']} | {s['cells_over_lower_bound']} | {s['runs']} | "
                  f"{s['unstable']} | {s['pooled_rate']:.3f} [{s['pooled_ci95'][0]:.3f}, {s['pooled_ci95'][1]:.3f}] |")
@@ -211,7 +221,8 @@ def write_markdown(out, pred, results, scores, walls, total_s, load0, cmd):
           "| cell | eta* | eta_escape / eta* | advised / eta* | binding | P model at advised | measured at advised "
           "[95%] | measured at eta_escape [95%] |", "|---|---|---|---|---|---|---|---|"]
     for c in results:
-        a, e = c["measured_advised"], c["measured_escape_cap"]
+        a = c["measured_advised"]
+        e = c.get("measured_escape_cap", dict(unstable=0, n=0, rate=math.nan, ci95=[math.nan, math.nan]))
         flag = " **over**" if a["ci95"][0] > lev else (" over" if a["rate"] > lev else "")
         L.append(f"| {cell_name(c)} | {c['eta_star']:.4g} | {c['eta_escape'] / c['eta_star']:.3f} | "
                  f"{c['eta_advised'] / c['eta_star']:.3f} | {c['binding']} | {c['p_escape_at_advised']:.3f} | "
@@ -223,6 +234,8 @@ def write_markdown(out, pred, results, scores, walls, total_s, load0, cmd):
 
 def main(argv=None):
     ap = experiment_parser(NAME, __doc__, quick_help="rule none, momentum 0.9, K_ref 1 and 4, 10 seeds")
+    ap.add_argument("--noise-growth-from", type=pathlib.Path, default=None, metavar="FILE",
+                    help="a predictions.json holding growth.c: the advisor's escape cap with that noise growth")
     ap.add_argument("--stage", choices=("all", "predict", "run"), default="all",
                     help="predict: write predictions.json and stop; run: run against an existing predictions.json")
     args = parse_args(ap, argv)
@@ -234,13 +247,16 @@ def main(argv=None):
         if pred["quick"] != args.quick:
             raise SystemExit(f"{out / 'predictions.json'} was written with quick={pred['quick']}; pass the same --quick")
     else:
-        pred = predict(out, args.quick)
+        growth = 0.0 if args.noise_growth_from is None else \
+            float(json.loads(args.noise_growth_from.read_text())["growth"]["c"])
+        pred = predict(out, args.quick, growth=growth)
         print(f"wrote {out / 'predictions.json'}")
         if args.stage == "predict":
             return 0
     results, walls = run(pred)
     lev = pred["level"]
-    scores = {w: tally(results, w, lev) for w in ("advised", "escape_cap")}
+    scores = {w: tally(results, w, lev) for w in (("advised",) if pred.get("only_advised") else
+                                                  ("advised", "escape_cap"))}
     scores["by_momentum"] = {str(m): tally([c for c in results if c["mu"] == m], "advised", lev)
                              for m in sorted({c["mu"] for c in results})}
     scores["by_samples"] = {str(72 * R): tally([c for c in results if c["repeats"] == R], "advised", lev)
