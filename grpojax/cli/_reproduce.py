@@ -34,6 +34,7 @@ EXPERIMENTS = (
     ("diagnose_real_runs", "Detectors on hand-labelled real runs, beside rldoctor"),
     ("forecast_real_runs", "Window forecasts of real runs against three baselines"),
     ("network_stability_atlas", "Stability map of a policy network against the exact threshold"),
+    ("transformer_atlas", "Stability map of a transformer LM against eta* and the escape model"),
 )
 
 EXAMPLE = """Example:
