@@ -146,3 +146,15 @@ def test_a_run_appended_to_another_is_one_event_at_the_junction():
     steps = np.r_[np.arange(150), 200 + np.arange(100)]  # the second run's steps continue after a gap
     se = series_events(steps, np.r_[a, b], "reward_mean", CFG)
     assert [(e.step, e.direction) for e in se.events] == [(200.0, "down")]
+
+
+def test_a_series_that_settles_to_a_float32_constant_has_no_event_in_its_rounding():
+    """A noise-free metric that settles exactly (a float32 KL reaching log 2 within a few dozen steps, as the
+    bandit logs it) leaves change points whose two sides differ by rounding only, in a series whose 5-95%
+    spread is 0: no division by a zero noise scale, no event there, and the approach itself is still seen."""
+    k = np.arange(1000.0)
+    for tau in (1.5, 2.2, 3.0):  # 2.2 divided by zero before the scale had a floor at float32 resolution
+        y = np.log(2.0) - (np.log(2.0) - 0.2) * np.exp(-np.maximum(k - 4.0, 0.0) / tau)
+        y[:5] = [0.19, 0.12, 0.014, 0.036, 0.20]
+        se = series_events(k, y.astype(np.float32).astype(float), "kl", CFG)
+        assert all(e.step < 60 and np.isfinite(e.size) for e in se.events), (tau, se.events)

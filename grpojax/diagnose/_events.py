@@ -248,6 +248,9 @@ def series_events(steps, values, metric: str, cfg: DiagnoseConfig) -> SeriesEven
     bkps = binseg_l2(z, pen, mins)
     lo, hi = np.percentile(z, [5, 95])
     spread = float(hi - lo)
+    # below a few float32 ulps a difference is the log's rounding (most logs are float32), not a change: a
+    # series that settles exactly leaves change points whose sides differ by rounding alone (and a spread of 0)
+    rounding = 8.0 * float(np.finfo(np.float32).eps) * max(1.0, float(np.max(np.abs(z))))
     # consecutive change points a few points apart and in the same direction are one transition
     means = [float(np.mean(z[a:b])) for a, b in zip([0] + bkps, bkps + [n])]
     short = max(2 * mins, math.ceil(0.03 * n))
@@ -271,10 +274,10 @@ def series_events(steps, values, metric: str, cfg: DiagnoseConfig) -> SeriesEven
         left, fl, ssl = _line_at(xl, z[la:lb], mid)
         right, fr, ssr = _line_at(xr, z[ra:rb], mid)
         dof = max(1, (lb - la) + (rb - ra) - 4)
-        if abs(right - left) < cfg.event_min_range * spread:  # too small for an event whatever its noise (most
-            continue  # steps of a trend's staircase): no need for the noise around it
+        if abs(right - left) < max(cfg.event_min_range * spread, rounding):  # too small for an event whatever its
+            continue  # noise (most steps of a trend's staircase): no need for the noise around it
         near = np.r_[z[la:lb], z[ra:rb]]
-        scale = max(noise_sd(near) if near.size > 2 else sigma, math.sqrt((ssl + ssr) / dof))
+        scale = max(noise_sd(near) if near.size > 2 else sigma, math.sqrt((ssl + ssr) / dof), rounding)
         jump = right - left
         size = jump / scale
         zstat = abs(jump) / (scale * math.sqrt(fl + fr))
