@@ -224,10 +224,12 @@ def write_markdown(out, pred, results, scores, walls, total_s, load0, cmd):
         a = c["measured_advised"]
         e = c.get("measured_escape_cap", dict(unstable=0, n=0, rate=math.nan, ci95=[math.nan, math.nan]))
         flag = " **over**" if a["ci95"][0] > lev else (" over" if a["rate"] > lev else "")
+        at_cap = "not run" if not e["n"] else \
+            f"{e['unstable']}/{e['n']} = {e['rate']:.2f} [{e['ci95'][0]:.2f}, {e['ci95'][1]:.2f}]"
         L.append(f"| {cell_name(c)} | {c['eta_star']:.4g} | {c['eta_escape'] / c['eta_star']:.3f} | "
                  f"{c['eta_advised'] / c['eta_star']:.3f} | {c['binding']} | {c['p_escape_at_advised']:.3f} | "
                  f"{a['unstable']}/{a['n']} = {a['rate']:.2f} [{a['ci95'][0]:.2f}, {a['ci95'][1]:.2f}]{flag} | "
-                 f"{e['unstable']}/{e['n']} = {e['rate']:.2f} [{e['ci95'][0]:.2f}, {e['ci95'][1]:.2f}] |")
+                 f"{at_cap} |")
     L += ["", "over: measured rate above L; **over**: its lower 95% bound above L too.", ""]
     (out / f"{NAME}.md").write_text("\n".join(L) + "\n")
 
