@@ -130,7 +130,7 @@ def _matmul_t(A, P):
     return A @ P @ np.swapaxes(A, -1, -2)
 
 
-def _stationary_start(maps: np.ndarray, q: np.ndarray, c: np.ndarray):
+def _stationary_start(maps: np.ndarray, q: np.ndarray, c: np.ndarray | None = None):
     """Stationary covariance at the start of a period and the radius per step; NaN-filled where the update is
     unstable. Additive noise (c = 0): the discrete Lyapunov equation over the period map, radius that of the
     period map. Noise that grows with the state (c > 0): the period's affine map on the covariance (module
@@ -146,6 +146,7 @@ def _stationary_start(maps: np.ndarray, q: np.ndarray, c: np.ndarray):
         Q[:, 0, 0] += q
     radius = np.abs(np.linalg.eigvals(Phi)).max(-1) ** (1.0 / period)
     P = np.full((N, n, n), np.nan)
+    c = np.zeros(N) if c is None else np.broadcast_to(c, (N,))
     grow = c > 0
     for i in np.nonzero((radius < 1.0) & ~grow)[0]:
         P[i] = solve_discrete_lyapunov(Phi[i], Q[i])
@@ -375,8 +376,9 @@ def _noise_sum(Phi, Q, k):
     return S
 
 
-def _stationary_var_at(maps, P0, q, phase, c):
+def _stationary_var_at(maps, P0, q, phase, c=None):
     P = P0.copy()
+    c = np.zeros(P.shape[0]) if c is None else c
     for j in range(phase):
         P1 = _matmul_t(maps[j], P)
         P1[:, 0, 0] += q * (1.0 + c * P[:, 0, 0])
