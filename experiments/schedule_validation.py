@@ -28,6 +28,22 @@ What is measured, and why (the criteria follow from the linear theory, and were 
   spread of the per-seed fits is the Monte Carlo error. Adam is run twice: at a constant lr after the
   warmup (where the gain law itself applies) and with the cosine schedule. (This estimator was fixed on
   the constant-lr case, from the theory, and then applied unchanged to the cosine one.)
+- **Adam's escape onset (predicted by the gain law).** The escape model counts exits of |e| beyond a basin
+  half-width w; this experiment flags a run when the largest 16-step rolling RMS of e after the warmup
+  exceeds w₀ = RATIO × ref. The mapping, fixed before comparing: a rolling RMS above w₀ needs |e| > w₀
+  somewhere in its window, so w = w₀ is a necessary condition (a lower bound on the onset); the primary
+  basin is w = κ w₀, with κ = max|e| / max rolling RMS (after the warmup) measured on the reference runs
+  at half the critical peak (plateau runs; no escape outcome is used), i.e. the exit level of |e| that a
+  run shaped like the reference ones reaches when its rolling RMS reaches w₀. The prediction is P(escape
+  after the warmup) along the schedule from the moments of ``adam_along_schedule`` (v̂ at its gain-law
+  value; ``adam_escape_along`` counting from the end of the warmup), with noise v₀ = sqrt_v² per step; the
+  predicted onset is the peak where it reaches 1/2 (log-interpolated on a grid of 41 peaks from 1 to
+  10 × critical). Beside it: the same escape model at the noise-floor step (what was printed before the
+  gain law), and at a constant lr the gain law's ``adam_escape``. The measured onset is the smallest grid
+  peak where most seeds are flagged (``escape_onset_peak``) and, resolved finer, the 50% point of a
+  logistic fit in log peak to the flags of extra runs (new seeds) on a grid of 13 peaks from 1.8 to 4.5 ×
+  (flagged by the same rule against the same w₀). The Monte Carlo error is a bootstrap over the seeds
+  (the reference runs' seeds too, so ref, κ, w and the predicted onset are redrawn with them).
 
 Usage:  python experiments/schedule_validation.py [--quick] [--out DIR]
 Writes results.json and onset.png under experiments/results/schedule_validation/ (or --out).
@@ -48,13 +64,18 @@ import numpy as np
 from grpojax.bandit import BanditConfig, fixed_point, stiffness, with_fixed_point
 from grpojax.bandit._binomial import binomial
 from grpojax.bandit._two_arm import kl_gradient, reward_gradient
-from grpojax.dynamics._schedule import adam_along_schedule, adam_to_heavy_ball, schedule_margin, schedule_shape
+from grpojax.dynamics import escape_onset, exact_critical_eta
+from grpojax.dynamics._schedule import (adam_along_schedule, adam_escape, adam_escape_along, adam_to_heavy_ball,
+                                        schedule_margin, schedule_shape)
 
 RATIO = 6.0
 P_STAR = 0.8
 P_REF = 0.5
 BAND = 0.15  # measured / predicted critical lr within 1 ± BAND
 ADAM_FACTORS = (0.5, 0.7, 1.0, 1.3, 1.6, 2.0, 2.5, 3.0, 4.0, 6.0, 10.0)
+ESCAPE_GRID = np.geomspace(1.0, 10.0, 41)  # peaks / critical peak at which the gain-law P(escape) is evaluated
+ESCAPE_FINE = np.round(np.geomspace(1.8, 4.5, 13), 3)  # Adam runs on a finer grid (new seeds) for the measured onset
+BOOTSTRAP = 200
 
 
 def bandit_config(group_size: int, mu: float, k_ref: int) -> BanditConfig:
@@ -99,6 +120,117 @@ def simulate(cfg: BanditConfig, lrs: np.ndarray, optimizer: str, seeds: int, *, 
     f = jax.jit(jax.vmap(jax.vmap(run, (None, 0)), (0, 0)))
     x, sv = f(jnp.asarray(lrs, dt), keys)
     return np.asarray(x), np.asarray(sv)
+
+
+def max_abs_over_rms(x: np.ndarray, window: int, start: int) -> np.ndarray:
+    """max |e| over max rolling RMS (window, after ``start``) per run: the shape factor κ of the basin mapping."""
+    return np.max(np.abs(x[..., start:]), axis=-1) / rolling_rms_max(x, window, start)
+
+
+def crossing(f: np.ndarray, frac: np.ndarray, level: float = 0.5) -> float:
+    """The first f where ``frac`` reaches ``level``, interpolated linearly in log f (inf when it never does,
+    f[0] when it already does there)."""
+    hit = np.nonzero(np.asarray(frac) >= level)[0]
+    if not hit.size:
+        return math.inf
+    i = int(hit[0])
+    if i == 0:
+        return float(f[0])
+    a, b = float(frac[i - 1]), float(frac[i])
+    return float(np.exp(np.log(f[i - 1]) + (level - a) / (b - a) * (np.log(f[i]) - np.log(f[i - 1]))))
+
+
+def logistic_onset(f: np.ndarray, flags: np.ndarray) -> float:
+    """The 50% point of a logistic in log f fitted by maximum likelihood to 0/1 flags (f (R,), flags (R, n));
+    nan when the flags do not change along the grid."""
+    from scipy.optimize import minimize  # noqa: PLC0415
+
+    x = np.repeat(np.log(f), flags.shape[1])
+    y = flags.reshape(-1).astype(float)
+    if y.min() == y.max():
+        return math.nan
+
+    def nll(p):
+        z = p[1] * (x - p[0])
+        return float(np.sum(np.logaddexp(0.0, z) - y * z))
+
+    x0 = np.log(crossing(f, flags.mean(axis=1)) if np.isfinite(crossing(f, flags.mean(axis=1))) else f[-1])
+    res = minimize(nll, np.array([x0, 10.0]), method="Nelder-Mead", options=dict(xatol=1e-6, fatol=1e-9))
+    slope = res.x[1]
+    return float(np.exp(res.x[0])) if slope > 0 else math.nan
+
+
+def gain_law_escape(paths, v0: float, w: float, start: int) -> np.ndarray:
+    """P(escape after ``start``) along each precomputed :class:`AdamPath` at basin ``w``."""
+    return np.array([adam_escape_along(p, noise=v0, basin=w, start=start) for p in paths])
+
+
+def adam_escape_check(x, unstable, factors, x_fine, *, cfg, red, shape, sqrt_v, warmup, steps, seeds) -> dict:
+    """Adam's predicted escape onset (gain law, basin mapped from the flagging rule) against the measured one,
+    with a bootstrap over the seeds (module notes)."""
+    kd, k0 = (float(v) for v in stiffness(cfg))
+    mu, k_ref = float(cfg.mu), int(cfg.k_ref)
+    window = 4 * k_ref
+    v0 = sqrt_v**2
+    fa = np.asarray(factors, float)
+    paths = [adam_along_schedule(f * shape, k_ref, kd, adam=red, lag="periodic", k_instant=k0) for f in ESCAPE_GRID]
+
+    def predict(w):
+        return crossing(ESCAPE_GRID, gain_law_escape(paths, v0, w, warmup))
+
+    ref_amp = rolling_rms_max(x[0], window, warmup)  # (seeds,) the reference runs at half the critical peak
+    kappa_seed = max_abs_over_rms(x[0], window, warmup)
+    ref, kappa = float(np.median(ref_amp)), float(np.median(kappa_seed))
+    w0 = RATIO * ref
+    frac = unstable.mean(axis=1)
+    measured_grid = first_majority(fa, frac)
+    measured_interp = crossing(fa, frac)
+    amp_fine = rolling_rms_max(x_fine, window, warmup)  # (fine factors, seeds)
+    fine_frac = (amp_fine > w0).mean(axis=1)
+    measured_fine = logistic_onset(ESCAPE_FINE, amp_fine > w0)
+    pred, pred_w0 = predict(kappa * w0), predict(w0)
+    p_at = [adam_escape_along(adam_along_schedule(f * shape, k_ref, kd, adam=red, lag="periodic", k_instant=k0),
+                              noise=v0, basin=kappa * w0, start=warmup) for f in fa]
+    # the same escape model at the noise-floor step (what P(escape) was before the gain law), and the constant-lr
+    # gain law (adam_escape) over the run after the warmup
+    eta_star = float(exact_critical_eta(mu, k_ref, kd, lag="periodic", k_instant=k0 + red.k_instant_extra))
+    kw = dict(noise=v0, basin=kappa * w0, steps=steps - warmup, lag="periodic", k_instant=k0)
+    floor = float(escape_onset(mu, k_ref, kd, **kw)) / eta_star
+    const = adam_escape(1.0, k_ref, kd, adam=red, **kw).onset_lr_over_critical
+    rng = np.random.default_rng(0)
+    amp_all = rolling_rms_max(x[1:], window, warmup)  # (factors, seeds)
+    boot = []
+    for _ in range(BOOTSTRAP):
+        i_ref, i = rng.integers(0, seeds, seeds), rng.integers(0, seeds, seeds)
+        w0_b = RATIO * float(np.median(ref_amp[i_ref]))
+        fr = (amp_all[:, i] > w0_b).mean(axis=1)
+        pb = predict(float(np.median(kappa_seed[i_ref])) * w0_b)
+        boot.append((pb, first_majority(fa, fr), crossing(fa, fr), logistic_onset(ESCAPE_FINE, amp_fine[:, i] > w0_b)))
+    boot = np.array(boot)
+
+    def ratio_stats(num, den):
+        ok = np.isfinite(num) & np.isfinite(den) & (den > 0)  # a draw with no onset on the grid is left out
+        r = num[ok] / den[ok]
+        if not r.size:
+            return None
+        return dict(sd=float(np.std(r)), lo=float(np.percentile(r, 2.5)), hi=float(np.percentile(r, 97.5)),
+                    finite_draws=int(r.size))
+
+    return dict(escape_basin=dict(ratio_threshold=w0, kappa=kappa, basin=kappa * w0, kappa_per_seed=kappa_seed.tolist()),
+                predicted_escape_probability=p_at,
+                predicted_escape_onset_factor=pred, predicted_escape_onset_factor_basin_w0=pred_w0,
+                predicted_escape_onset_factor_noise_floor=floor, predicted_escape_onset_factor_constant_gain_law=const,
+                measured_escape_onset_factor_grid=measured_grid, measured_escape_onset_factor_interp=measured_interp,
+                fine_factors=ESCAPE_FINE.tolist(), fine_flagged_fraction=fine_frac.tolist(),
+                measured_escape_onset_factor_fine=measured_fine,
+                predicted_over_measured_fine=pred / measured_fine,
+                predicted_w0_over_measured_fine=pred_w0 / measured_fine,
+                predicted_over_measured_grid=pred / measured_grid, predicted_over_measured_interp=pred / measured_interp,
+                bootstrap=dict(draws=BOOTSTRAP, predicted_onset_sd=float(np.std(boot[np.isfinite(boot[:, 0]), 0])),
+                               ratio_grid=ratio_stats(boot[:, 0], boot[:, 1]),
+                               ratio_interp=ratio_stats(boot[:, 0], boot[:, 2]),
+                               ratio_fine=ratio_stats(boot[:, 0], boot[:, 3]),
+                               measured_fine_sd=float(np.nanstd(boot[:, 3]))))
 
 
 def rolling_rms_max(x: np.ndarray, window: int, start: int) -> np.ndarray:
@@ -178,7 +310,11 @@ def case(name, cfg, optimizer, *, steps, warmup, factors, seeds, pilot_steps, sc
                 measured_error_rms=_finite(x_meas), predicted_error_rms=(pred[:, 1] * sqrt_v).tolist(),
                 measured_critical_peak=None if math.isnan(s_all) else s_all * predicted,
                 measured_over_predicted=None if math.isnan(s_all) else s_all,
-                per_seed_measured_over_predicted=s_seed, band=BAND)
+                per_seed_measured_over_predicted=s_seed, band=BAND,
+                escape_check=adam_escape_check(
+                    x, unstable, factors, simulate(cfg, predicted * ESCAPE_FINE[:, None] * shape[None, :], optimizer,
+                                                   seeds, beta1=mu, key=1)[0],
+                    cfg=cfg, red=red, shape=shape, sqrt_v=sqrt_v, warmup=warmup, steps=steps, seeds=seeds))
 
 
 def _finite(x) -> list:
@@ -265,6 +401,24 @@ def main(argv=None) -> int:
               f"  predicted {_fmt(r['predicted_rms_gain'])}\n"
               f"  RMS(θ−θ*) measured {_fmt(r['measured_error_rms'], '.3f')} predicted "
               f"{_fmt(r['predicted_error_rms'], '.3f')}")
+        e = r["escape_check"]
+        bi, bg, bf = e["bootstrap"]["ratio_interp"], e["bootstrap"]["ratio_grid"], e["bootstrap"]["ratio_fine"]
+        print(f"  escape onset / critical peak: predicted (gain law, basin κ w₀ = {e['escape_basin']['kappa']:.2f} × "
+              f"{e['escape_basin']['ratio_threshold']:.3f}) {e['predicted_escape_onset_factor']:.3g}, with basin w₀ "
+              f"{e['predicted_escape_onset_factor_basin_w0']:.3g}, at the noise-floor step "
+              f"{e['predicted_escape_onset_factor_noise_floor']:.3g}, constant-lr gain law "
+              f"{e['predicted_escape_onset_factor_constant_gain_law']:.3g}; measured "
+              f"{e['measured_escape_onset_factor_interp']:.3g} (50% crossing), {e['measured_escape_onset_factor_grid']:.3g} "
+              f"(grid), {e['measured_escape_onset_factor_fine']:.3g} (logistic fit on the fine grid, flagged "
+              f"{_fmt(e['fine_flagged_fraction'])} at {e['fine_factors']})\n"
+              f"  predicted / measured (fine) {e['predicted_over_measured_fine']:.3f} "
+              + (f"(95% bootstrap {bf['lo']:.3f}–{bf['hi']:.3f}, sd {bf['sd']:.3f})" if bf else "")
+              + f"; with basin w₀ {e['predicted_w0_over_measured_fine']:.3f}\n"
+              f"  predicted / measured (50% crossing) {e['predicted_over_measured_interp']:.3f} "
+              + (f"(95% bootstrap {bi['lo']:.3f}–{bi['hi']:.3f}, sd {bi['sd']:.3f})" if bi else "")
+              + f", against the grid onset {e['predicted_over_measured_grid']:.3f} "
+              + (f"({bg['lo']:.3f}–{bg['hi']:.3f})" if bg else "")
+              + f"\n  predicted P(escape) per factor {_fmt(e['predicted_escape_probability'])}")
     print(f"wrote {out / 'results.json'} and {out / 'onset.png'} in {time.time() - t0:.0f} s")
     return 0
 
