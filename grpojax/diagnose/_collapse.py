@@ -10,8 +10,9 @@ reported when both collapse):
    ``initial_points`` points, the initial level every detector uses); a
    collapse needs ``rise >= collapse_rise_sd`` noise sd.
 2. The smoothed curve falls to ``peak - collapse_drop_fraction x rise`` within ``collapse_window`` of the
-   run's points from the last point where it was within 10 % of the rise of its peak (a fall, not a slow
-   decline), and
+   run's points from the last point where it was within 10 % of the rise of its peak, or within the
+   height a noise excursion adds to a running peak (sqrt(2 ln(n/w)) sd of the smoothed curve, w its window),
+   whichever is larger (a fall, not a slow decline), and
 3. does not recover: at least 2 points follow, and the mean of the last ``edge_fraction`` of the points
    stays at or below ``peak - collapse_drop_fraction x rise``.
 
@@ -107,8 +108,13 @@ def collapse_advice(onset: float, restore: float, chain: list[dict]) -> str:
 def _find(s: np.ndarray, y: np.ndarray, cfg: DiagnoseConfig) -> dict[str, Any]:
     """The first collapse of one curve (``found``) or the largest short fall (for the evidence)."""
     n = y.size
-    sm = centred_mean(y, clip_window(n, 0.05, 3, 10))
+    w = clip_window(n, 0.05, 3, 10)
+    sm = centred_mean(y, w)
     sigma = noise_sd(y)
+    # the running peak of a noisy smoothed curve sits above the level it smooths by about the largest of
+    # n / w independent draws of its noise (sd sigma / sqrt(w)): the top of the rise is where the smoothed
+    # curve is within that, or within 10 % of the rise, of the peak
+    near_peak = math.sqrt(2.0 * math.log(max(n / w, 2.0))) * sigma / math.sqrt(w)
     start = float(np.median(y[initial_window(n, cfg)]))  # the initial level, as every detector takes it
     peak = np.maximum.accumulate(sm)
     rise = peak - start
@@ -131,7 +137,7 @@ def _find(s: np.ndarray, y: np.ndarray, cfg: DiagnoseConfig) -> dict[str, Any]:
         p = int(pidx[q])
         if p < k0:  # the peak is among the initial points: the curve never rose above its start
             continue
-        high = np.flatnonzero(sm[p:q] >= peak[q] - 0.1 * rise[q])
+        high = np.flatnonzero(sm[p:q] >= peak[q] - max(0.1 * rise[q], near_peak))
         f = p + int(high[-1]) if high.size else p
         lost = float((peak[q] - np.min(sm[q:q + win + 1])) / rise[q])  # the depth of the fall within the window
         fast = q - f <= win
