@@ -36,7 +36,7 @@ their own warm start, plateau and stiffness):
    predicted and measured regimes outside ±25% of the predicted onset and the Brier score, for the escape model
    and for the η*-only rule; the figure.
 
-``--quick``: one prompt set, a short pilot, fewer groups, 24 runs of 60 steps (a check that the pieces run).
+``--quick``: one prompt set, a short pilot, fewer groups, 24 runs of 40 steps (a check that the pieces run).
 """
 
 from __future__ import annotations
@@ -621,7 +621,7 @@ def write_markdown(out, pred, table, sc, sc_first, walls, total_s, load0, load1,
 
 
 def main(argv=None):
-    ap = experiment_parser(NAME, __doc__, quick_help="one prompt set, a short pilot, 24 runs of 60 steps")
+    ap = experiment_parser(NAME, __doc__, quick_help="one prompt set, a short pilot, 24 runs of 40 steps")
     ap.add_argument("--stage", choices=("all", "predict", "run", "score"), default="all",
                     help="predict: write predictions.json/.npz and stop; run: run against the existing ones; score: "
                          "score the runs of an earlier run stage again (runs.json, summary.json) without running")

@@ -133,3 +133,51 @@ def test_population_start_and_direction(tiny):
     wrong = jax.tree.map(lambda a: a[..., :1], warm.params)
     with pytest.raises(InvalidValueError, match="start is not a tree"):
         train_population(cfg, ms, None, warm=warm, start=wrong, show_progress=False)
+
+
+def test_logistic_onset_recovers_a_known_midpoint():
+    """Runs drawn from a logistic law in log eta with midpoint 0.05: the fitted onset's bootstrap interval covers
+    0.05 and is narrow; near-separable data (the case Newton without step control gets wrong) give the boundary."""
+    rng = np.random.default_rng(1)
+    rel = np.repeat(np.geomspace(0.003, 10, 16), 8)
+    p = 1 / (1 + np.exp(-4.0 * (np.log(rel) - np.log(0.05))))
+    y = rng.random(rel.size) < p
+    est, lo, hi = ta.logistic_onset(np.log(rel), y, n_boot=100)
+    assert lo <= 0.05 <= hi and hi / lo < 3
+    assert abs(np.log(est / 0.05)) < np.log(1.5)
+    sep = rel > 0.012  # every run above 0.012 escaped, none below
+    est, _, _ = ta.logistic_onset(np.log(rel), sep, n_boot=20)
+    assert 0.0095 < est < 0.0164  # between the last stable and the first escaped learning rate
+    assert ta.logistic_onset(np.log(rel), np.zeros(rel.size, bool), n_boot=5)[0] == np.inf
+    assert ta.logistic_onset(np.log(rel), np.ones(rel.size, bool), n_boot=5)[0] == 0.0
+
+
+def test_with_seeds_replicates_every_planned_run_and_keeps_its_prediction():
+    runs = [dict(prompt_set="a", schedule="constant", mu=0.0, k_ref=1, eta_rel=r, seed=s, p_escape=r / 10)
+            for r in (0.1, 1.0) for s in (0, 1)]
+    pred = ta.with_seeds(dict(runs=runs, steps=5), 3)
+    assert len(pred["runs"]) == 6 and pred["steps"] == 5
+    assert sorted((r["eta_rel"], r["seed"]) for r in pred["runs"]) == [(x, s) for x in (0.1, 1.0) for s in range(3)]
+    assert all(r["p_escape"] == r["eta_rel"] / 10 for r in pred["runs"])
+
+
+@pytest.mark.slow  # the quick atlas twice and a throughput check: several minutes on 2 cores
+def test_device_script_runs_on_cpu_with_a_tiny_population(tmp_path):
+    import os
+    import subprocess
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    env = dict(os.environ, OUT=str(tmp_path), TINY="1", PYTHON=sys.executable, JAX_PLATFORMS="cpu")
+    done = subprocess.run(["bash", "benchmarks/device_transformer_atlas.sh"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    import json
+
+    summary = json.loads((tmp_path / "transformer_atlas" / "summary.json").read_text())
+    runs = json.loads((tmp_path / "transformer_atlas" / "runs.json").read_text())
+    planned = json.loads((tmp_path / "transformer_atlas" / "predictions.json").read_text())["runs"]
+    assert len(runs) == 3 * len({(r["mu"], r["k_ref"], r["eta_rel"]) for r in planned})
+    assert summary["scores"]["n"] == len(runs)
+    tp = json.loads((tmp_path / "population_throughput_device.json").read_text())
+    assert [r["n"] for r in tp["rows"]] == [4, 16]
+    assert "wall" in (tmp_path / "device_transformer_atlas.txt").read_text()
