@@ -208,7 +208,9 @@ def run(args) -> int:
     if settings is not None and args.schedule is None and settings.schedule in SCHEDULES:
         args.schedule, args.warmup = settings.schedule, int(settings.warmup_steps or 0)
     sched = schedule_block(args, lr=args.eta, mu=m, adam=adam_reduction(args, args.beta1), k_ref=kval,
-                           curvature=curvature, lag=lag, k_instant=args.k_instant, steps=args.steps, margin=args.margin)
+                           curvature=curvature, lag=lag, k_instant=args.k_instant, steps=args.steps, margin=args.margin,
+                           **({} if a.escape_basin is None else
+                              dict(noise=a.inputs["noise"], basin=a.escape_basin, samples_per_step=a.samples_per_step)))
     kname = "K_ref" if args.k_ref is not None else "staleness S"
     t = Table(title=f"grpojax advise ({lag} lag, {'Adam' if a.optimizer == 'adam' else 'heavy-ball momentum'})")
     t.add_column("quantity")

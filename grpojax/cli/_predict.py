@@ -211,7 +211,10 @@ def run(args) -> int:
             res["escape"] = _adam_escape(res["escape"], adam, args, eta_hb / res["exact"]["critical_eta"], noise)
     res["schedule"] = schedule_block(args, lr=args.eta, mu=args.mu, adam=adam, k_ref=args.k_ref,
                                      curvature=args.curvature, lag=args.lag, k_instant=args.k_instant,
-                                     steps=args.steps if args.steps > 0 else PLANNED_STEPS, margin=ADVICE_MARGIN)
+                                     steps=args.steps if args.steps > 0 else PLANNED_STEPS, margin=ADVICE_MARGIN,
+                                     **({} if res["escape"] is None else
+                                        dict(noise=noise, basin=res["escape"]["basin"],
+                                             samples_per_step=res["escape"]["samples_per_step"])))
     out = out_dir(args.out)
     steps = args.steps
     if steps <= 0:

@@ -50,8 +50,10 @@ def adam_reduction(args, beta1):
         raise CLIError(str(exc)) from None
 
 
-def schedule_block(args, *, lr, mu, adam, k_ref, curvature, lag, k_instant, steps, margin) -> dict | None:
-    """The margin along ``--schedule`` (None without it), as :meth:`ScheduleMargin.summary` plus the schedule."""
+def schedule_block(args, *, lr, mu, adam, k_ref, curvature, lag, k_instant, steps, margin, noise=None, basin=None,
+                   samples_per_step=1) -> dict | None:
+    """The margin along ``--schedule`` (None without it), as :meth:`ScheduleMargin.summary` plus the schedule; with
+    ``noise`` and ``basin``, P(escape) along it (AdamW: the gain law's, from the preconditioner's path)."""
     from grpojax.dynamics import schedule_margin  # noqa: PLC0415
 
     if args.schedule is None:
@@ -61,7 +63,8 @@ def schedule_block(args, *, lr, mu, adam, k_ref, curvature, lag, k_instant, step
     try:
         r = schedule_margin(lr, k_ref, curvature, schedule=args.schedule, steps=steps, warmup_steps=args.warmup,
                             warmup_ratio=args.warmup_ratio, mu=None if adam is not None else mu, adam=adam, lag=lag,
-                            k_instant=k_instant, margin=margin, beta2=args.beta2)
+                            k_instant=k_instant, margin=margin, beta2=args.beta2, noise=noise, basin=basin,
+                            samples_per_step=samples_per_step)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     return dict(schedule=args.schedule, steps=int(steps), warmup=args.warmup, warmup_ratio=args.warmup_ratio,
@@ -85,7 +88,11 @@ def schedule_rows(block: dict) -> list[tuple[str, str]]:
                      f"(step {block['adam_rms_gain_step']})"))
         if block["peak_lr"] > block["critical_lr"]:
             rows.append(("AdamW past the critical lr", "no divergence (v grows with the oscillation); "
-                         "may still leave the plateau (not predicted)"))
+                         "may still leave the plateau (P(escape) along the schedule)"))
+    if block.get("escape_probability") is not None:
+        rows.append(("P(escape along the schedule)" + (", AdamW gain law" if adam else ""),
+                     f"{block['escape_probability']:.3g}" + (" (sqrt(v) on its modelled path, not at the noise floor)"
+                                                              if adam else "")))
     if block["bias_corrected_steps"]:
         rows.append(("Adam bias correction", f"steps 1–{block['bias_corrected_steps']} take > 1.05× the scheduled lr "
                      "(left out of the margin)"))
