@@ -38,8 +38,20 @@ preconditioner is inflated a little (r = 1.2 .. 1.5 in the softmax bandit betwee
 above it r ≈ f, i.e. sqrt(v) ≈ sqrt(v₀)·lr/critical_lr, the effective step stays just below η*_hb and the
 oscillation's amplitude grows in proportion to the lr (:func:`adam_gain`). critical_lr is therefore the knee
 of that gain law (where the oscillation, not the noise, starts to set the step), not a divergence. The run
-leaves the plateau only once the oscillation reaches the edge of the basin where the linearisation stops,
-which this model does not predict (about 3× critical_lr in the softmax bandit).
+leaves the plateau only once the oscillation reaches the edge of the basin where the linearisation stops
+(about 2.5× critical_lr in the softmax bandit): "Adam's escape" below.
+
+**Adam's escape** (:func:`adam_escape`, :func:`adam_escape_along`). With v̂ replaced by its expectation
+r² v₀, Adam's linearised update is the heavy-ball recurrence at the step η_hb / r with noise v₀ per step,
+the recurrence the escape model solves; its stationary error variance there is the one ``adam_gain``
+solved for (equal to rounding). So P(escape) of Adam at lr = f × critical_lr is the escape model's at the
+step f η*_hb / r(f) (the weight decay's K_0 times r, since lr λ bypasses the preconditioner), and its onset
+(P = level) is f = s r with s the frozen-step onset over η*_hb and r = sqrt(Γ(s η*_hb)). Along a schedule
+the exits are counted from ``adam_along_schedule``'s own moments (variance and lag-one covariance per
+step, the escape model's bivariate-normal count): during a warmup the modelled step exceeds η*_hb for a
+while, where a frozen-step exit rate is infinite. Weak where the escape model is (exits counted as
+independent: too high near the threshold with β₁ = 0.9, where exits cluster) and where v̂ fluctuates with
+the run's own excursions (left out by the mean field); ``docs/model/schedules.md`` has the measurements.
 
 **Along a schedule** (:func:`adam_along_schedule`). When the lr moves on the scale of 1 / (1 − β₂) steps
 (a cosine decay over a few thousand steps with β₂ = 0.999), v̂ does not settle. The linearised update on
