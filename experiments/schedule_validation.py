@@ -216,7 +216,8 @@ def adam_escape_check(x, unstable, factors, x_fine, *, cfg, red, shape, sqrt_v, 
         return dict(sd=float(np.std(r)), lo=float(np.percentile(r, 2.5)), hi=float(np.percentile(r, 97.5)),
                     finite_draws=int(r.size))
 
-    return dict(escape_basin=dict(ratio_threshold=w0, kappa=kappa, basin=kappa * w0, kappa_per_seed=kappa_seed.tolist()),
+    return dict(escape_basin=dict(ratio_threshold=w0, kappa=kappa, basin=kappa * w0,
+                                  kappa_per_seed=kappa_seed.tolist()),
                 predicted_escape_probability=p_at,
                 predicted_escape_onset_factor=pred, predicted_escape_onset_factor_basin_w0=pred_w0,
                 predicted_escape_onset_factor_noise_floor=floor, predicted_escape_onset_factor_constant_gain_law=const,
@@ -225,7 +226,8 @@ def adam_escape_check(x, unstable, factors, x_fine, *, cfg, red, shape, sqrt_v, 
                 measured_escape_onset_factor_fine=measured_fine,
                 predicted_over_measured_fine=pred / measured_fine,
                 predicted_w0_over_measured_fine=pred_w0 / measured_fine,
-                predicted_over_measured_grid=pred / measured_grid, predicted_over_measured_interp=pred / measured_interp,
+                predicted_over_measured_grid=pred / measured_grid,
+                predicted_over_measured_interp=pred / measured_interp,
                 bootstrap=dict(draws=BOOTSTRAP, predicted_onset_sd=float(np.std(boot[np.isfinite(boot[:, 0]), 0])),
                                ratio_grid=ratio_stats(boot[:, 0], boot[:, 1]),
                                ratio_interp=ratio_stats(boot[:, 0], boot[:, 2]),
@@ -403,12 +405,14 @@ def main(argv=None) -> int:
               f"{_fmt(r['predicted_error_rms'], '.3f')}")
         e = r["escape_check"]
         bi, bg, bf = e["bootstrap"]["ratio_interp"], e["bootstrap"]["ratio_grid"], e["bootstrap"]["ratio_fine"]
-        print(f"  escape onset / critical peak: predicted (gain law, basin κ w₀ = {e['escape_basin']['kappa']:.2f} × "
+        print(f"  escape onset / critical peak: predicted (gain law, basin κ w₀ = "
+              f"{e['escape_basin']['kappa']:.2f} × "
               f"{e['escape_basin']['ratio_threshold']:.3f}) {e['predicted_escape_onset_factor']:.3g}, with basin w₀ "
               f"{e['predicted_escape_onset_factor_basin_w0']:.3g}, at the noise-floor step "
               f"{e['predicted_escape_onset_factor_noise_floor']:.3g}, constant-lr gain law "
               f"{e['predicted_escape_onset_factor_constant_gain_law']:.3g}; measured "
-              f"{e['measured_escape_onset_factor_interp']:.3g} (50% crossing), {e['measured_escape_onset_factor_grid']:.3g} "
+              f"{e['measured_escape_onset_factor_interp']:.3g} (50% crossing), "
+              f"{e['measured_escape_onset_factor_grid']:.3g} "
               f"(grid), {e['measured_escape_onset_factor_fine']:.3g} (logistic fit on the fine grid, flagged "
               f"{_fmt(e['fine_flagged_fraction'])} at {e['fine_factors']})\n"
               f"  predicted / measured (fine) {e['predicted_over_measured_fine']:.3f} "

@@ -197,3 +197,18 @@ def test_bandit_adam_escape_onset_against_the_gain_law():
     assert 1.0 <= e["predicted_over_measured_fine"] <= 1.6, e
     assert 0.75 <= e["predicted_w0_over_measured_fine"] <= 1.25, e
     assert e["predicted_escape_onset_factor_noise_floor"] < 0.5 * e["measured_escape_onset_factor_fine"], e
+
+
+def test_watch_escape_risk_uses_the_gain_law_for_adam_only():
+    from grpojax.monitor._alerts import escape_risk
+
+    stab = dict(curvature=0.5, lag="periodic")
+    hp = dict(eta=1.3, beta1=0.9, k_ref=4, k_instant=0.1, gradient_noise=0.01, basin=0.2, samples_per_step=8)
+    p, why = escape_risk(hp, stab, 100.0, 400.0)
+    f = 1.3 * 0.1 / float(exact_critical_eta(0.9, 4, 0.5, lag="periodic", k_instant=0.1))
+    kw = dict(noise=0.01, basin=0.2, steps=300, lag="periodic", k_instant=0.1, samples_per_step=8)
+    assert why == "" and p == pytest.approx(adam_escape(f, 4, 0.5, adam=adam_to_heavy_ball(beta1=0.9), onset=False,
+                                                        **kw).probability, rel=1e-9)
+    hb = dict(hp, eta=0.13, mu=0.9)
+    del hb["beta1"]
+    assert escape_risk(hb, stab, 100.0, 400.0)[0] == float(escape_probability(0.13, 0.9, 4, 0.5, **kw).probability)

@@ -157,6 +157,8 @@ def escape_risk(hp: dict, stability: dict | None, last: float, end: float | None
     adam = "beta1" in hp
     mu = hp.get("beta1", hp.get("mu", 0.0))
     eta = hp["eta"] * ((1.0 - mu) if adam else 1.0)
+    if adam and stability["curvature"] > 0:  # the gain law: at the step Adam's grown v̂ leaves
+        return _adam_escape_risk(hp, stability, eta, mu, max(1, int(end - last)))
     try:
         est = escape_probability(eta, mu, int(hp.get("k_ref", hp.get("staleness", 1))), stability["curvature"],
                                  noise=hp["gradient_noise"], basin=hp["basin"], steps=max(1, int(end - last)),
@@ -165,6 +167,23 @@ def escape_risk(hp: dict, stability: dict | None, last: float, end: float | None
     except (ValueError, TypeError) as exc:
         return None, f"escape probability failed: {exc}"
     return float(np.asarray(est.probability)), ""
+
+
+def _adam_escape_risk(hp: dict, stability: dict, eta_hb: float, beta1: float, steps: int) -> tuple[float | None, str]:
+    """Adam's P(escape) at the gain law's effective step (``grpojax.dynamics._schedule.adam_escape``)."""
+    from grpojax.dynamics import exact_critical_eta  # noqa: PLC0415
+    from grpojax.dynamics._schedule import adam_escape, adam_to_heavy_ball  # noqa: PLC0415
+
+    k, lag = int(hp.get("k_ref", hp.get("staleness", 1))), stability.get("lag", "periodic")
+    kd, k0 = stability["curvature"], hp.get("k_instant", 0.0)
+    try:
+        star = float(exact_critical_eta(beta1, k, kd, lag=lag, k_instant=k0))
+        est = adam_escape(eta_hb / star, k, kd, adam=adam_to_heavy_ball(beta1=beta1), noise=hp["gradient_noise"],
+                          basin=hp["basin"], steps=steps, lag=lag, k_instant=k0,
+                          samples_per_step=hp.get("samples_per_step", 1), onset=False)
+    except (ValueError, TypeError, ZeroDivisionError) as exc:
+        return None, f"escape probability failed: {exc}"
+    return est.probability, ""
 
 
 def collapse_risk(run, events: dict, *, stability: dict | None = None, escape: float | None = None,
