@@ -255,7 +255,8 @@ def run(args) -> int:
                   f"{esc['probability']:.3g} at the step η_hb/r, sqrt(v) r = {esc['rms_ratio']:.3g}× its noise floor "
                   f"(basin ±{esc['basin']:.3g}, {esc['samples_per_step']} samples per step)")
         t.add_row("escape onset lr (P = 1/2, gain law)",
-                  f"{esc['onset_lr']:.4g} ({esc['onset_lr_over_critical']:.3g}× the critical lr)")
+                  f"{esc['onset_lr']:.4g} ({esc['onset_lr_over_critical']:.3g}× the critical lr)"
+                  if math.isfinite(esc["onset_lr"]) else "none: P stays below 1/2 at every lr (the step stays below η*)")
     elif esc is not None:
         t.add_row(f"P(escape within {esc['steps']} steps)",
                   f"{esc['probability']:.3g} (basin ±{esc['basin']:.3g}, {esc['samples_per_step']} samples per step)")
