@@ -377,7 +377,7 @@ def classify(proj, diverged, w) -> str:
     return "escaped" if float(np.max(np.abs(proj))) > w else "stable"
 
 
-def run_population(pred, arrays, name, runs, schedule, log=print):
+def run_population(pred, arrays, name, runs, schedule, log=print, seed_offset=0):
     from jax.flatten_util import ravel_pytree
 
     from grpojax.grpo import Member, train_population
@@ -395,7 +395,7 @@ def run_population(pred, arrays, name, runs, schedule, log=print):
                      jax.device_get(trainer.rest), trainer)
     start = unravel(jnp.asarray(arrays[f"{name}/theta_star"]))
     direction = unravel(jnp.asarray(arrays[f"{name}/direction"]))
-    members = [Member(lr=r["eta"], momentum=r["mu"], k_ref=r["k_ref"], beta=BETA, clip_eps=CLIP, seed=i,
+    members = [Member(lr=r["eta"], momentum=r["mu"], k_ref=r["k_ref"], beta=BETA, clip_eps=CLIP, seed=seed_offset + i,
                       name=f"{name}-{schedule}-{i:04d}") for i, r in enumerate(runs)]
     wu = int(COSINE["warmup_frac"] * pred["steps"]) if schedule == "cosine" else 0
     res = train_population(cfg, members, None, kl_reference="initial", schedule=schedule, warmup_steps=wu,

@@ -48,6 +48,17 @@ M's radius reaches 1 below η*: the variance then grows without bound although t
 The exits are still counted from the bivariate normal with these exact moments, which is an approximation
 here: the law of e is no longer normal (its tails are heavier).
 
+One batch for the whole refresh period (``batch_reuse=True``, periodic refresh only). Trainers that take
+the K_ref updates of a period on the rollouts sampled at its refresh (TRL's ``num_iterations``, verl's
+``ppo_epochs``, this project's trainers) draw the sampling noise once per period: every step of the period
+sees the same draw ζ_k ~ N(0, σ²/B), independent across periods. The state gains the held noise z = η ζ_k,
+x' = (x, z): at the refresh step z is redrawn and enters at once, x_{n+1} = S R x_n + u z_new, z_{n+1} = z_new
+(the noise enters along g = (u, 1) with variance q = η²σ²/B); the other steps of the period carry it,
+x_{n+1} = S x_n + u z_n, z_{n+1} = z_n, without new noise. The moments, the stationary covariance (the
+Lyapunov equation over the augmented monodromy, whose spectrum is Φ's and 0), the lag-one covariance and the
+exits are then computed exactly as above; with K_ref = 1 the model is the per-step one. With ``noise_growth``
+the redrawn noise has variance q (1 + c E[e²]) at the refresh.
+
 Closed forms (on-policy, no lag: periodic refresh with K_ref = 1, total a_t = η(K_0 + K_d)): with μ = 0 the
 update is AR(1), e_{n+1} = (1 − a_t) e_n + η ξ_n, stationary variance η²σ²/(B (1 − (1 − a_t)²)), lag-one
 correlation 1 − a_t, transient variance v_∞ (1 − (1 − a_t)^{2n}); with μ > 0 it is AR(2) with φ₁ = 1 + μ − a_t,
@@ -130,7 +141,33 @@ def _matmul_t(A, P):
     return A @ P @ np.swapaxes(A, -1, -2)
 
 
-def _stationary_start(maps: np.ndarray, q: np.ndarray, c: np.ndarray | None = None):
+def _hold_noise(maps: np.ndarray):
+    """The step maps of a refresh period whose noise is drawn once at the refresh and held (module notes):
+    the state augmented with the held noise, shape (period, N, n+1, n+1), and the direction the fresh noise
+    enters per phase as unit outer products, shape (period, n+1, n+1) (g g^T with g = (u, 1) at the refresh,
+    0 at the other phases)."""
+    period, N, n, _ = maps.shape
+    out = np.zeros((period, N, n + 1, n + 1))
+    out[:, :, :n, :n] = maps
+    out[1:, :, 0, n] = 1.0  # the held noise enters e_{n+1} at every step after the refresh
+    out[1:, :, n, n] = 1.0  # and is carried
+    g = np.zeros(n + 1)
+    g[0] = g[n] = 1.0
+    G = np.zeros((period, n + 1, n + 1))
+    G[0] = np.outer(g, g)
+    return out, G
+
+
+def _add_noise(P1, val, G, j):
+    """P1 += val · (the noise direction of phase j): the (0, 0) element (fresh noise every step, G None) or
+    val · G[j] (held noise)."""
+    if G is None:
+        P1[:, 0, 0] += val
+    else:
+        P1 += np.asarray(val)[:, None, None] * G[j]
+
+
+def _stationary_start(maps: np.ndarray, q: np.ndarray, c: np.ndarray | None = None, G: np.ndarray | None = None):
     """Stationary covariance at the start of a period and the radius per step; NaN-filled where the update is
     unstable. Additive noise (c = 0): the discrete Lyapunov equation over the period map, radius that of the
     period map. Noise that grows with the state (c > 0): the period's affine map on the covariance (module
@@ -140,10 +177,10 @@ def _stationary_start(maps: np.ndarray, q: np.ndarray, c: np.ndarray | None = No
     period, N, n, _ = maps.shape
     Phi = np.broadcast_to(np.eye(n), (N, n, n)).copy()
     Q = np.zeros((N, n, n))
-    for A in maps:
+    for j, A in enumerate(maps):
         Phi = A @ Phi
         Q = _matmul_t(A, Q)
-        Q[:, 0, 0] += q
+        _add_noise(Q, q, G, j)
     radius = np.abs(np.linalg.eigvals(Phi)).max(-1) ** (1.0 / period)
     P = np.full((N, n, n), np.nan)
     c = np.zeros(N) if c is None else np.broadcast_to(c, (N,))
@@ -152,7 +189,7 @@ def _stationary_start(maps: np.ndarray, q: np.ndarray, c: np.ndarray | None = No
         P[i] = solve_discrete_lyapunov(Phi[i], Q[i])
     if grow.any():
         idx = np.nonzero(grow)[0]
-        M, b = _covariance_period_map(maps[:, idx], q[idx], c[idx])
+        M, b = _covariance_period_map(maps[:, idx], q[idx], c[idx], G)
         r_ms = np.abs(np.linalg.eigvals(M)).max(-1) ** (1.0 / period)
         radius[idx] = np.maximum(radius[idx], r_ms)
         for j, i in enumerate(idx):
@@ -161,19 +198,22 @@ def _stationary_start(maps: np.ndarray, q: np.ndarray, c: np.ndarray | None = No
     return P, radius
 
 
-def _covariance_period_map(maps, q, c):
+def _covariance_period_map(maps, q, c, G=None):
     """The covariance over one period as an affine map vec(P) ↦ M vec(P) + b, for noise of variance
     q (1 + c E[e²]) per step (mean 0): M from the n² unit matrices, b from P = 0."""
     period, N, n, _ = maps.shape
     basis = np.eye(n * n).reshape(n * n, n, n)
     L = np.broadcast_to(basis, (N, n * n, n, n)).copy()  # the linear part applied to each unit matrix
     B = np.zeros((N, n, n))
-    for A in maps:
+    for j, A in enumerate(maps):
         A_ = A[:, None]
         L1 = A_ @ L @ np.swapaxes(A_, -1, -2)
-        L1[:, :, 0, 0] += (q * c)[:, None] * L[:, :, 0, 0]
+        if G is None:
+            L1[:, :, 0, 0] += (q * c)[:, None] * L[:, :, 0, 0]
+        else:
+            L1 += (q * c)[:, None, None, None] * L[:, :, 0, 0][..., None, None] * G[j]
         B1 = _matmul_t(A, B)
-        B1[:, 0, 0] += q * (1.0 + c * B[:, 0, 0])
+        _add_noise(B1, q * (1.0 + c * B[:, 0, 0]), G, j)
         L, B = L1, B1
     M = np.swapaxes(L.reshape(N, n * n, n * n), -1, -2)  # column k: the image of unit matrix k
     return M, B.reshape(N, n * n)
@@ -221,8 +261,10 @@ def _outside(m, v, w):
 
 
 # ------------------------------------------------------------------------------------- the model
-def _prepare(eta, mu, k_ref, curvature, k_instant, lag, noise, samples_per_step, basin, steps, e0, noise_growth):
+def _prepare(eta, mu, k_ref, curvature, k_instant, lag, noise, samples_per_step, basin, steps, e0, noise_growth,
+             batch_reuse=False):
     check_lag(lag)
+    _check_batch_reuse(batch_reuse, lag)
     k_ref = _check_int("k_ref", k_ref, 1)
     steps = _check_int("steps", steps, 1)
     if lag == "constant" and k_ref > ESCAPE_MAX_LAG:
@@ -248,14 +290,27 @@ def _prepare(eta, mu, k_ref, curvature, k_instant, lag, noise, samples_per_step,
     return k_ref, steps, arrs[0].shape, [a.ravel() for a in arrs]
 
 
-def _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps, c):
+def _check_batch_reuse(batch_reuse, lag):
+    if not isinstance(batch_reuse, (bool, np.bool_)):
+        raise InvalidValueError(f"batch_reuse must be True or False, got {batch_reuse!r}")
+    if batch_reuse and lag != "periodic":
+        raise InvalidValueError(f"batch_reuse=True needs lag='periodic' (one batch held over a refresh period), "
+                                f"got lag={lag!r}")
+
+
+def _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps, c, batch_reuse=False):
     maps = _step_maps(eta, mu, k_ref, kd, k0, lag)
+    G = None
+    if batch_reuse:
+        maps, G = _hold_noise(maps)
     period, N, n, _ = maps.shape
     q = eta**2 * noise / batch
-    P_stat, radius = _stationary_start(maps, q, c)
+    P_stat, radius = _stationary_start(maps, q, c, G)
     stable = radius < 1.0
     # exact moments, step by step, until the covariance has converged to the stationary period
     m = np.repeat(e0[:, None], n, axis=1)[..., None]  # (N, n, 1): at rest at e0
+    if G is not None:
+        m[:, -1] = 0.0  # no noise held before the first refresh
     P = np.zeros((N, n, n))
     out0 = _outside(m[:, 0, 0], P[:, 0, 0], w)
     exits = np.stack([out0, -np.log1p(-np.minimum(out0, 1.0))], -1)  # (N, 2): exits, cumulative hazard
@@ -268,7 +323,7 @@ def _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps, c):
         m1 = A @ m
         C = A @ P  # Cov(x_{t+1}, x_t)
         P1 = _matmul_t(A, P)
-        P1[:, 0, 0] += q * (1.0 + c * (P[:, 0, 0] + m[:, 0, 0] ** 2))
+        _add_noise(P1, q * (1.0 + c * (P[:, 0, 0] + m[:, 0, 0] ** 2)), G, t % period)
         live = ~done
         with np.errstate(all="ignore"):
             exits[live] += _exit_probability(m[live, 0, 0], P[live, 0, 0], m1[live, 0, 0], P1[live, 0, 0],
@@ -287,26 +342,26 @@ def _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps, c):
                     & (np.abs(m[:, 0, 0]) <= 1e-9 * w)
             if conv.any():
                 idx = np.nonzero(conv)[0]
-                rate, _, _ = _stationary_period(maps[:, idx], P_stat[idx], q[idx], w[idx], c=c[idx])
+                rate, _, _ = _stationary_period(maps[:, idx], P_stat[idx], q[idx], w[idx], c=c[idx], G=G)
                 full, rest = divmod(steps - t, period)
                 exits[idx] += full * rate[:, -1] + (rate[:, rest - 1] if rest else 0.0)
-                var_last[idx] = _stationary_var_at(maps[:, idx], P_stat[idx], q[idx], steps % period, c[idx])
+                var_last[idx] = _stationary_var_at(maps[:, idx], P_stat[idx], q[idx], steps % period, c[idx], G)
                 done |= conv
             if done.all() or t >= cap:
                 break
     left = np.nonzero(~done)[0]
     if t < steps and left.size:  # a slow transient: the rest sampled at a few periods (module notes)
         exits[left] += _sampled_rest(maps[:, left], P[left], m[left, :, 0], P_stat[left], stable[left], q[left],
-                                     w[left], steps - t)
+                                     w[left], steps - t, G)
     sv, sc = np.full(N, np.inf), np.full(N, np.nan)
     if stable.any():
         idx = np.nonzero(stable)[0]
-        _, sv[idx], sc[idx] = _stationary_period(maps[:, idx], P_stat[idx], q[idx], w[idx], c=c[idx])
+        _, sv[idx], sc[idx] = _stationary_period(maps[:, idx], P_stat[idx], q[idx], w[idx], c=c[idx], G=G)
     exits = np.where(np.isnan(exits), np.inf, exits)
     return -np.expm1(-exits[:, 1]), exits[:, 0], var_last, sv, sc, stable
 
 
-def _stationary_period(maps, P0, q, w, mean=None, c=None):
+def _stationary_period(maps, P0, q, w, mean=None, c=None, G=None):
     """Cumulative exits over one period started from covariance P0 (and mean), the period-averaged variance
     and lag-one correlation."""
     period, N, n, _ = maps.shape
@@ -322,7 +377,7 @@ def _stationary_period(maps, P0, q, w, mean=None, c=None):
         m1 = A @ m
         C = A @ P
         P1 = _matmul_t(A, P)
-        P1[:, 0, 0] += q * (1.0 + c * (P[:, 0, 0] + m[:, 0, 0] ** 2))
+        _add_noise(P1, q * (1.0 + c * (P[:, 0, 0] + m[:, 0, 0] ** 2)), G, j)
         acc = acc + _exit_probability(m[:, 0, 0], P[:, 0, 0], m1[:, 0, 0], P1[:, 0, 0], C[:, 0, 0], w)
         cum[:, j] = acc
         v_sum += P[:, 0, 0]
@@ -331,17 +386,17 @@ def _stationary_period(maps, P0, q, w, mean=None, c=None):
     return cum, v_sum / period, c_sum / period
 
 
-def _sampled_rest(maps, P, m, P_stat, stable, q, w, remaining):
+def _sampled_rest(maps, P, m, P_stat, stable, q, w, remaining, G=None):
     """Expected exits over the ``remaining`` steps from phase 0 with covariance P and mean m, the period rate
     evaluated at ``_SAMPLES`` periods (exact moments there: P_k = P_∞ + Φ^k (P − P_∞) Φ^kᵀ for a stable
     update, Φ^k P Φ^kᵀ + Σ_j Φ^j Q_Φ Φ^jᵀ otherwise, summed by doubling) and summed by the trapezoid rule."""
     period, N, n, _ = maps.shape
     Phi = np.broadcast_to(np.eye(n), (N, n, n)).copy()
     Q = np.zeros((N, n, n))
-    for A in maps:
+    for j, A in enumerate(maps):
         Phi = A @ Phi
         Q = _matmul_t(A, Q)
-        Q[:, 0, 0] += q
+        _add_noise(Q, q, G, j)
     full, rest = divmod(remaining, period)
     ks = np.unique(np.linspace(0, max(full - 1, 0), _SAMPLES).round().astype(int))
     rates = np.zeros((N, ks.size, 2))
@@ -351,7 +406,7 @@ def _sampled_rest(maps, P, m, P_stat, stable, q, w, remaining):
         with np.errstate(all="ignore"):
             Pk = np.where(stable[:, None, None], P_inf + _matmul_t(Fk, P - P_inf), _matmul_t(Fk, P) + _noise_sum(Phi, Q, int(k)))
             mk = (Fk @ m[..., None])[..., 0]
-            rates[:, j] = _stationary_period(maps, Pk, q, w, mean=mk)[0][:, -1]
+            rates[:, j] = _stationary_period(maps, Pk, q, w, mean=mk, G=G)[0][:, -1]
     rates = np.where(np.isnan(rates), np.inf, rates)
     total = (np.trapezoid(rates, ks, axis=1) + 0.5 * (rates[:, 0] + rates[:, -1])) if ks.size > 1 \
         else rates[:, 0] * full
@@ -376,12 +431,12 @@ def _noise_sum(Phi, Q, k):
     return S
 
 
-def _stationary_var_at(maps, P0, q, phase, c=None):
+def _stationary_var_at(maps, P0, q, phase, c=None, G=None):
     P = P0.copy()
     c = np.zeros(P.shape[0]) if c is None else c
     for j in range(phase):
         P1 = _matmul_t(maps[j], P)
-        P1[:, 0, 0] += q * (1.0 + c * P[:, 0, 0])
+        _add_noise(P1, q * (1.0 + c * P[:, 0, 0]), G, j)
         P = P1
     return P[:, 0, 0]
 
@@ -400,6 +455,7 @@ def escape_probability(
     samples_per_step: ArrayLike = 1,
     e0: ArrayLike = 0.0,
     noise_growth: ArrayLike = 0.0,
+    batch_reuse: bool = False,
 ) -> EscapeEstimate:
     """P(the error leaves |e| ≤ basin within ``steps`` steps) of the noisy linearised update.
 
@@ -419,6 +475,9 @@ def escape_probability(
         e0: starting error (at rest); 0 starts at the plateau.
         noise_growth: c ≥ 0, the growth of the step's noise variance with the state: σ²/B · (1 + c e²) at
             error e (module notes: exact second moments; 0, the default, is additive noise).
+        batch_reuse: the K_ref steps of a refresh period take their gradients on the one batch sampled at the
+            refresh, so its noise is drawn once per period and held (module notes; ``lag="periodic"`` only).
+            False (the default): a fresh draw every step.
 
     Returns:
         :class:`EscapeEstimate` broadcast over the array arguments (module notes: the exact moments of the
@@ -426,7 +485,8 @@ def escape_probability(
 
     Raises:
         ValueError: a value out of range, an unknown ``lag``, a constant lag above ``ESCAPE_MAX_LAG`` (above
-            ``GROWTH_MAX_LAG`` with ``noise_growth > 0``, or more than 20,000 steps).
+            ``GROWTH_MAX_LAG`` with ``noise_growth > 0``, or more than 20,000 steps), ``batch_reuse`` not a bool
+            or with a constant lag.
 
     Example:
         >>> est = escape_probability(0.1, 0.0, 1, 1.0, noise=1.0, basin=1.0, steps=1000)
@@ -434,10 +494,10 @@ def escape_probability(
         True
     """
     k_ref, steps, shape, flat = _prepare(eta, mu, k_ref, curvature, k_instant, lag, noise, samples_per_step,
-                                         basin, steps, e0, noise_growth)
+                                         basin, steps, e0, noise_growth, batch_reuse)
     eta, mu, kd, k0, noise, batch, w, e0, c = flat
     with np.errstate(over="ignore", invalid="ignore"):  # an unstable update's moments overflow: handled as escape
-        out = _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps, c)
+        out = _escape_flat(eta, mu, kd, k0, noise, batch, w, e0, k_ref, lag, steps, c, bool(batch_reuse))
     return EscapeEstimate(*(np.asarray(x).reshape(shape) for x in out))
 
 
@@ -457,6 +517,7 @@ def escape_onset(
     noise_growth: ArrayLike = 0.0,
     iters: int = 40,
     rtol: float = 1e-4,
+    batch_reuse: bool = False,
 ) -> np.ndarray:
     """The learning rate at which P(escape within ``steps``) reaches ``level`` (the predicted onset at 1/2).
 
@@ -465,14 +526,16 @@ def escape_onset(
     threshold η* (:func:`exact_critical_eta`) unless given: P is taken as increasing in η there (the noise
     and the response to it both grow with η). Returns η_max where P stays below ``level`` up to η_max
     (``inf`` where η* is infinite and no η_max was given), and ``0`` where it is already above it at the
-    bottom of the range. The refinement stops at a relative width ``rtol`` in η. ``noise_growth`` is passed
-    to :func:`escape_probability`.
+    bottom of the range. The refinement stops at a relative width ``rtol`` in η. ``noise_growth`` and
+    ``batch_reuse`` are passed to :func:`escape_probability`.
     """
     from grpojax.dynamics._stability import exact_critical_eta
 
     level = float(check("level", level, lambda x: (x > 0) & (x < 1), "in (0, 1) (a probability)"))
     k_ref = _check_int("k_ref", k_ref, 1)
     iters = _check_int("iters", iters, 1)
+    check_lag(lag)
+    _check_batch_reuse(batch_reuse, lag)
     mu_a, kd_a, k0_a, nz, b, w, cg = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in
                                                            (mu, curvature, k_instant, noise, samples_per_step, basin,
                                                             noise_growth)))
@@ -493,7 +556,7 @@ def escape_onset(
     def prob(eta, rows):
         m_, kd_, k0_, nz_, b_, w_, cg_ = (c[rows] for c in cols)
         return escape_probability(eta, m_, k_ref, kd_, noise=nz_, basin=w_, steps=steps, lag=lag, k_instant=k0_,
-                                  samples_per_step=b_, noise_growth=cg_).probability
+                                  samples_per_step=b_, noise_growth=cg_, batch_reuse=batch_reuse).probability
 
     every = np.arange(sel.size)
     top = hi.ravel()[sel] * (1.0 - 1e-9)
