@@ -70,7 +70,7 @@ def _onset(prob, crit):
     return math.sqrt(lo * hi)
 
 
-def predict(out: pathlib.Path, log=print):
+def predict(out: pathlib.Path, log=print, seeds=SEEDS, seed_offset=SEED_OFFSET):
     from grpojax.dynamics import escape_onset
 
     atlas = json.loads((ATLAS / "predictions.json").read_text())
@@ -102,11 +102,11 @@ def predict(out: pathlib.Path, log=print):
             for rel in np.geomspace(min(on) / 3, max(on) * 3, RELS):
                 eta = float(rel * crit)
                 pr = dict(per_step=prob(eta, False), batch_reuse=prob(eta, True), eta_star=float(rel >= 1))
-                for sd in range(SEEDS):
+                for sd in range(seeds):
                     runs.append(dict(prompt_set=name, schedule=c["schedule"], mu=c["mu"], k_ref=c["k_ref"],
                                      eta_rel=float(rel), eta=eta, eta_star=crit, seed=int(sd), p_escape=pr))
     pred = dict(experiment=NAME, commit=ta.atlas.git_head(), written_before_runs=True, steps=steps,
-                seed_offset=SEED_OFFSET, rels_per_cell=RELS, seeds_per_rel=SEEDS, cells=cells, runs=runs,
+                seed_offset=seed_offset, rels_per_cell=RELS, seeds_per_rel=seeds, cells=cells, runs=runs,
                 inputs="K_0, K_d, noise per group, basin, groups per step from the atlas's committed predictions.json",
                 regime_rule=atlas["regime_rule"],
                 criterion=("Pre-registered comparison: per cell, the measured onset (logistic fit, bootstrap 95% "
@@ -170,7 +170,8 @@ def score(pred, runs):
 
 def write_markdown(out, pred, table, overall, walls, total_s, load0, load1, committed):
     L = ["# One batch per refresh period: the held-noise escape model on the transformer atlas's K_ref = 4 cells", "",
-         f"Command: `python experiments/transformer_atlas_batch_reuse.py --out {out.as_posix().split('experiments/', 1)[-1]}` "
+         "Command: `python experiments/transformer_atlas_batch_reuse.py --out experiments/results/transformer_atlas/"
+         f"batch_reuse{'' if out.name == 'batch_reuse' else '/' + out.name}` "
          f"(`--stage predict`, committed in {committed}, then `--stage run`). Inputs: the atlas's committed K_0, K_d, "
          f"noise, basin (`../predictions.json`, `../predictions.npz`); {pred['rels_per_cell']} learning rates x "
          f"{pred['seeds_per_rel']} seeds per cell, member seeds from {pred['seed_offset']} (never run before). Run stage "
@@ -199,7 +200,8 @@ def write_markdown(out, pred, table, overall, walls, total_s, load0, load1, comm
           + ".", "", "Note: the learning-rate grid spans the two escape models' onsets (min/3 to max x 3), below "
           "eta* in every cell, so the eta*-only rule predicts no escape at any planned run here.", "",
           "## Pre-registered criterion", "", pred["criterion"], "", "## Regime rule (the atlas's, unchanged)", "",
-          pred["regime_rule"], ""]
+          pred["regime_rule"], "", "(Its last sentence is the atlas's own grid; this experiment's grid is stated "
+          "above.)", ""]
     (out / "batch_reuse.md").write_text("\n".join(L))
 
 
@@ -207,10 +209,16 @@ def main(argv=None):
     ap = experiment_parser(NAME, __doc__, quick_help="(no quick mode: the full plan is 200 runs)")
     ap.add_argument("--stage", choices=("predict", "run"), default="predict",
                     help="predict: write predictions.json and stop; run: run and score against the committed ones")
+    ap.add_argument("--seeds", type=int, default=SEEDS, help=f"predict stage: seeds per learning rate (default {SEEDS})")
+    ap.add_argument("--seed-offset", type=int, default=SEED_OFFSET,
+                    help=f"predict stage: the first member seed (default {SEED_OFFSET}; a replicate takes another)")
     args = parse_args(ap, argv)
     out = args.out
+    if args.seeds < 1 or args.seed_offset < 20_000:
+        ap.error(f"--seeds must be >= 1 and --seed-offset >= 20000 (seeds below were run by the atlas), got "
+                 f"{args.seeds} and {args.seed_offset}")
     if args.stage == "predict":
-        predict(out)
+        predict(out, seeds=args.seeds, seed_offset=args.seed_offset)
         return 0
     pred = json.loads((out / "predictions.json").read_text())
     t0, load0 = time.perf_counter(), load_average()
