@@ -134,3 +134,29 @@ def test_bad_batch_reuse_is_refused(kwargs, match):
         escape_probability(0.1, 0.0, 2, 1.0, **{**base, **kwargs})
     with pytest.raises(InvalidValueError, match=match):
         escape_onset(0.0, 2, 1.0, **{k: v for k, v in {**base, **kwargs}.items()})
+
+
+def test_advise_and_the_cli_take_batch_reuse(tmp_path, capsys):
+    from grpojax.cli import main
+    from grpojax.monitor import advise
+
+    kw = dict(mu=0.9, k_ref=4, group_size=8, curvature=0.5, pass_rate=0.8, steps=300, escape_level=0.05)
+    held = advise(eta=0.01, batch_reuse=True, **kw)
+    direct = escape_probability(0.01, 0.9, 4, 0.5, noise=0.16, basin=0.2, samples_per_step=8, steps=300,
+                                lag="periodic", batch_reuse=True)
+    assert held.escape_probability == pytest.approx(float(direct.probability), rel=1e-9)
+    on = escape_onset(0.9, 4, 0.5, noise=0.16, basin=0.2, samples_per_step=8, steps=300, lag="periodic", level=0.05,
+                      batch_reuse=True)
+    assert held.eta_escape == pytest.approx(float(on), rel=1e-9) and held.eta_escape < advise(eta=0.01, **kw).eta_escape
+    with pytest.raises(InvalidValueError, match="heavy-ball momentum only"):
+        advise(eta=0.01, **{k: v for k, v in kw.items() if k != "mu"}, beta1=0.9, batch_reuse=True)
+    assert main(["predict", "--eta", "0.01", "--mu", "0.9", "--k-ref", "4", "--curvature", "0.5", "--noise", "0.16",
+                 "--steps", "300", "--batch-reuse", "--out", str(tmp_path)]) == 0
+    pred = json.loads((tmp_path / "prediction.json").read_text())
+    assert pred["escape"]["probability"] == pytest.approx(float(escape_probability(
+        0.01, 0.9, 4, 0.5, noise=0.16, basin=0.2, samples_per_step=8, steps=300, lag="periodic",
+        batch_reuse=True).probability), rel=1e-9)
+    assert "one batch per refresh" in capsys.readouterr().out
+    assert main(["predict", "--eta", "0.01", "--mu", "0.9", "--k-ref", "4", "--curvature", "0.5", "--lag", "constant",
+                 "--batch-reuse", "--out", str(tmp_path)]) != 0
+    assert "--lag constant" in capsys.readouterr().err

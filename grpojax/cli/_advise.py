@@ -137,6 +137,8 @@ def add_escape_args(p) -> None:
                    help="prompts whose groups one optimizer step averages: B = G × prompts samples per step (default 1)")
     p.add_argument("--reward-std", type=Real(0, what="a standard deviation"), default=None,
                    help="a log's mean within-group reward std: σ² = G/(G − 1) · std² when --noise is not given")
+    p.add_argument("--batch-reuse", action="store_true",
+                   help="the K_ref updates of a refresh reuse its one rollout batch (as TRL num_iterations, verl ppo_epochs and grpojax's trainers do): P(escape) with the sampling noise drawn once per period (periodic lag; default: a fresh draw every step)")
 
 
 def run(args) -> int:
@@ -204,13 +206,15 @@ def run(args) -> int:
                group_size=args.group_size, curvature=curvature, k_instant=args.k_instant, noise=noise,
                pass_rate=pass_rate, zero_std_target=args.zero_std_target, zeta_band=tuple(args.zeta_band),
                margin=args.margin, curvature_source=source, steps=args.steps, basin=args.basin,
-               escape_level=args.escape_level, prompts_per_step=args.prompts_per_step)
+               escape_level=args.escape_level, prompts_per_step=args.prompts_per_step,
+               batch_reuse=args.batch_reuse)
     if settings is not None and args.schedule is None and settings.schedule in SCHEDULES:
         args.schedule, args.warmup = settings.schedule, int(settings.warmup_steps or 0)
     sched = schedule_block(args, lr=args.eta, mu=m, adam=adam_reduction(args, args.beta1), k_ref=kval,
                            curvature=curvature, lag=lag, k_instant=args.k_instant, steps=args.steps, margin=args.margin,
                            **({} if a.escape_basin is None else
-                              dict(noise=a.inputs["noise"], basin=a.escape_basin, samples_per_step=a.samples_per_step)))
+                              dict(noise=a.inputs["noise"], basin=a.escape_basin, samples_per_step=a.samples_per_step,
+                                   batch_reuse=args.batch_reuse)))
     kname = "K_ref" if args.k_ref is not None else "staleness S"
     t = Table(title=f"grpojax advise ({lag} lag, {'Adam' if a.optimizer == 'adam' else 'heavy-ball momentum'})")
     t.add_column("quantity")
@@ -219,7 +223,8 @@ def run(args) -> int:
     t.add_row("exact critical η*", f"{a.exact_critical_eta:.4g}")
     t.add_row("margin 1 − η/η_next", f"{a.margin:.3g} (η_next: start of the next unstable η window, or of the one η is in; spectral radius {a.spectral_radius:.5f} per step; advice keeps ≥ {a.required_margin:g})")
     t.add_row(f"P(escape within {a.escape_steps} steps)" + (", Adam gain law" if a.optimizer == "adam" else ""),
-              f"{a.escape_probability:.3g} (basin ±{a.escape_basin:.3g}, {a.samples_per_step} samples per step; "
+              f"{a.escape_probability:.3g} (basin ±{a.escape_basin:.3g}, {a.samples_per_step} samples per step"
+              f"{', one batch per refresh' if args.batch_reuse else ''}; "
               f"≤ {a.escape_level:g} up to η = {a.eta_escape:.3g})")
     t.add_row("advised η", f"{a.eta_range[0]:.3g} – {a.eta_range[1]:.3g}" if a.eta_range else "none at this K_ref")
     t.add_row(f"advised {kname}", f"{a.k_range[0]} – {a.k_range[1]}" if a.k_range else "none at this η")

@@ -42,6 +42,8 @@ def register(sub) -> None:
                    help="prompts whose groups one step averages: B = G × prompts samples per step (default 1)")
     p.add_argument("--reward-std", type=Real(0, what="a standard deviation"), default=None,
                    help="a log's mean within-group reward std: the noise σ² = G/(G − 1) · std² (instead of --noise)")
+    p.add_argument("--batch-reuse", action="store_true",
+                   help="the K_ref updates of a refresh reuse its one rollout batch (as TRL num_iterations, verl ppo_epochs and grpojax's trainers do): P(escape) with the sampling noise drawn once per period (periodic lag; default: a fresh draw every step)")
     p.add_argument("--out", type=out_path, default="out/predict", help="output folder (default out/predict)")
     from grpojax.cli._curvature import add_from_arg  # noqa: PLC0415
 
@@ -52,7 +54,7 @@ def register(sub) -> None:
 
 
 def predict(eta, mu, k_ref, curvature, *, lag=LAG, k_instant=0.0, group_size=8, noise=0.25, p_star=0.8,
-            steps=PLANNED_STEPS, basin=None, prompts_per_step=1) -> dict:
+            steps=PLANNED_STEPS, basin=None, prompts_per_step=1, batch_reuse=False) -> dict:
     """All closed-form and exact quantities for one configuration, as plain floats.
 
     ``regime`` is the exact answer (spectral radius of the discrete update and the exact oscillatory
@@ -118,7 +120,7 @@ def predict(eta, mu, k_ref, curvature, *, lag=LAG, k_instant=0.0, group_size=8, 
         regimes_agree=exact is None or _same_regime(closed_regime, exact_regime),
         stationary_variance=var,
         escape=_escape(eta, mu, k_ref, curvature, lag, k_instant, noise, group_size * prompts_per_step,
-                       basin if basin is not None else min(p_star, 1.0 - p_star), steps),
+                       basin if basin is not None else min(p_star, 1.0 - p_star), steps, batch_reuse),
         closed_form=dict(
             regime=closed_regime,
             critical_eta=float(dyn.critical_eta(mu, k_ref, curvature, lag=lag)),
@@ -134,14 +136,15 @@ def predict(eta, mu, k_ref, curvature, *, lag=LAG, k_instant=0.0, group_size=8, 
     return out
 
 
-def _escape(eta, mu, k_ref, curvature, lag, k_instant, noise, samples, basin, steps) -> dict | None:
+def _escape(eta, mu, k_ref, curvature, lag, k_instant, noise, samples, basin, steps, batch_reuse=False) -> dict | None:
     """P(escape within ``steps``) and the onset η (P = 1/2); None where the model does not apply (K_ref above its
     constant-lag limit, or a basin that is not > 0)."""
     import grpojax.dynamics as dyn
 
     if not basin > 0:
         return None
-    kw = dict(noise=noise, basin=basin, steps=steps, lag=lag, k_instant=k_instant, samples_per_step=samples)
+    kw = dict(noise=noise, basin=basin, steps=steps, lag=lag, k_instant=k_instant, samples_per_step=samples,
+              batch_reuse=batch_reuse)
     try:
         est = dyn.escape_probability(eta, mu, k_ref, curvature, **kw)
         onset = float(dyn.escape_onset(mu, k_ref, curvature, **kw))
@@ -150,7 +153,7 @@ def _escape(eta, mu, k_ref, curvature, lag, k_instant, noise, samples, basin, st
             raise
         return None
     return dict(probability=float(est.probability), steps=int(steps), basin=float(basin), samples_per_step=int(samples),
-                onset_eta=onset, expected_exits=float(est.expected_exits))
+                onset_eta=onset, expected_exits=float(est.expected_exits), batch_reuse=bool(batch_reuse))
 
 
 def _adam_escape(hb: dict, adam, args, f: float, noise: float) -> dict:
@@ -196,13 +199,16 @@ def run(args) -> int:
         raise CLIError(f"--p-star {args.p_star:g} leaves no basin inside [0, 1] (default min(p*, 1 − p*)); give --basin")
     if args.optimizer == "adamw" and args.mu:
         raise CLIError("--mu is heavy-ball momentum; with --optimizer adamw the momentum is --beta1")
+    if args.batch_reuse and (args.optimizer == "adamw" or args.lag != "periodic"):
+        raise CLIError(f"--batch-reuse is modelled for heavy-ball momentum with --lag periodic only, got --optimizer "
+                       f"{args.optimizer} --lag {args.lag}")
     adam = adam_reduction(args, args.beta1 if args.optimizer == "adamw" else None)
     eta_hb, mu_hb, k0_hb = ((args.eta * adam.step_scale, adam.mu, args.k_instant + adam.k_instant_extra)
                             if adam is not None else (args.eta, args.mu, args.k_instant))
     res = predict(eta_hb, mu_hb, args.k_ref, args.curvature, lag=args.lag, k_instant=k0_hb,
                   group_size=args.group_size, noise=noise, p_star=args.p_star,
                   steps=args.steps if args.steps > 0 else PLANNED_STEPS, basin=args.basin,
-                  prompts_per_step=args.prompts_per_step)
+                  prompts_per_step=args.prompts_per_step, batch_reuse=args.batch_reuse)
     params = res.pop("params")
     if adam is not None:
         res["adamw"] = dict(lr=args.eta, beta1=args.beta1, beta2=args.beta2, eps=args.eps,
@@ -214,7 +220,8 @@ def run(args) -> int:
                                      steps=args.steps if args.steps > 0 else PLANNED_STEPS, margin=ADVICE_MARGIN,
                                      **({} if res["escape"] is None else
                                         dict(noise=noise, basin=res["escape"]["basin"],
-                                             samples_per_step=res["escape"]["samples_per_step"])))
+                                             samples_per_step=res["escape"]["samples_per_step"],
+                                             batch_reuse=args.batch_reuse)))
     out = out_dir(args.out)
     steps = args.steps
     if steps <= 0:
@@ -259,7 +266,8 @@ def run(args) -> int:
                   if math.isfinite(esc["onset_lr"]) else "none: P stays below 1/2 at every lr (the step stays below η*)")
     elif esc is not None:
         t.add_row(f"P(escape within {esc['steps']} steps)",
-                  f"{esc['probability']:.3g} (basin ±{esc['basin']:.3g}, {esc['samples_per_step']} samples per step)")
+                  f"{esc['probability']:.3g} (basin ±{esc['basin']:.3g}, {esc['samples_per_step']} samples per step"
+                  + ("; one batch per refresh)" if esc.get("batch_reuse") else ")"))
         t.add_row("escape onset η (P = 1/2)", f"{esc['onset_eta']:.4g}")
     if adam is not None:
         t.add_row("AdamW as heavy ball", f"η_hb = {eta_hb:.4g} (lr × {adam.step_scale:.4g}), μ = β₁ = {adam.mu:g}, "

@@ -216,7 +216,7 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
            pass_rate: float | None = None, zero_std_target: float = _defaults.ZERO_STD_TARGET,
            zeta_band: tuple = ZETA_BAND, margin: float = _defaults.ADVICE_MARGIN, curvature_source: str | None = None,
            steps: int | None = None, basin: float | None = None, escape_level: float = _defaults.ESCAPE_LEVEL,
-           prompts_per_step: int = 1, noise_growth: float = 0.0) -> Advice:
+           prompts_per_step: int = 1, noise_growth: float = 0.0, batch_reuse: bool = False) -> Advice:
     """Damping ratio, exact stability margin and advised ranges of η, K_ref (or S) and G.
 
     Args:
@@ -246,6 +246,10 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
         prompts_per_step: prompts whose groups one optimizer step averages (default 1).
         noise_growth: growth c ≥ 0 of the step's noise variance with the reward error e, σ²/B · (1 + c e²)
             (``grpojax.dynamics.escape_probability``; default 0: the noise as measured at the plateau).
+        batch_reuse: the K_ref updates of a refresh take their gradients on the one batch sampled at it
+            (TRL's ``num_iterations``, verl's ``ppo_epochs``): the sampling noise is drawn once per period and
+            held (``grpojax.dynamics.escape_probability``; periodic lag, heavy ball only). Default False: a
+            fresh draw every step.
 
     Returns:
         :class:`Advice`.
@@ -340,7 +344,7 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
     if steps is not None:
         esc = _escape(eta_hb, m, k, curvature, lag, k_instant, noise, int(group_size) * int(prompts_per_step),
                       basin, pass_rate, int(steps), float(escape_level), eta_star_hb, float(noise_growth),
-                      adam=opt == "adam")
+                      adam=opt == "adam", batch_reuse=batch_reuse)
         cap = min(cap, esc["eta_hb"])
         notes.append(f"escape{' (Adam: gain law, v̂ grown with the oscillation)' if opt == 'adam' else ''}: "
                      f"P(leaving |p − p*| ≤ {esc['basin']:.3g} within {int(steps)} steps) = "
@@ -372,7 +376,7 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
 
 
 def _escape(eta_hb, mu, k, curvature, lag, k_instant, noise, samples, basin, pass_rate, steps, level, eta_star_hb,
-            noise_growth=0.0, adam=False):
+            noise_growth=0.0, adam=False, batch_reuse=False):
     """P(escape within ``steps``) at ``eta_hb`` and the largest heavy-ball η with P ≤ ``level`` (≤ η* for heavy
     ball; Adam: at the gain law's step η_hb / r, ``grpojax.dynamics._schedule.adam_escape``, any η)."""
     from grpojax.dynamics import escape_onset, escape_probability  # noqa: PLC0415
@@ -383,6 +387,11 @@ def _escape(eta_hb, mu, k, curvature, lag, k_instant, noise, samples, basin, pas
             raise InvalidValueError(f"the default basin min(p, 1 − p) is 0 at pass_rate={pass_rate!r}; give basin")
     kw = dict(noise=noise, basin=basin, steps=steps, lag=lag, k_instant=k_instant, samples_per_step=samples,
               noise_growth=noise_growth)
+    if batch_reuse is not False:
+        if adam:
+            raise InvalidValueError("batch_reuse=True is modelled for heavy-ball momentum only (Adam's escape has no "
+                                    "held-noise model); give batch_reuse=False with beta1")
+        kw["batch_reuse"] = batch_reuse
     if adam and math.isfinite(eta_star_hb) and eta_star_hb > 0:
         from grpojax.dynamics._schedule import adam_escape, adam_to_heavy_ball  # noqa: PLC0415
 
