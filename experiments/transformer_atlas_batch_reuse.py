@@ -205,10 +205,36 @@ def write_markdown(out, pred, table, overall, walls, total_s, load0, load1, comm
     (out / "batch_reuse.md").write_text("\n".join(L))
 
 
+def pool(out: pathlib.Path) -> int:
+    """Score every run of ``out/runs.json`` and ``out/*/runs.json`` together (the same cells and onsets)."""
+    pred = json.loads((out / "predictions.json").read_text())
+    files = [out / "runs.json"] + sorted(out.glob("*/runs.json"))
+    runs = [r for f in files for r in json.loads(f.read_text())]
+    table, overall = score(pred, runs)
+    (out / "pooled.json").write_text(json.dumps(dict(files=[f.relative_to(out).as_posix() for f in files],
+                                                     n=len(runs), cells=table, scores=overall), indent=1))
+    L = [f"# Pooled: {len(runs)} runs ({', '.join(f.relative_to(out).as_posix() for f in files)})", "",
+         "| prompt set | schedule | mu | runs | measured onset [95% CI] | per-step | held-noise | measured / per-step | "
+         "measured / held-noise | Brier per-step / held-noise / eta*-only |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for t in table:
+        o, m = t["predicted_onset_rel"], t["measured_over_predicted"]
+        L.append(f"| {t['prompt_set']} | {t['schedule']} | {t['mu']} | {t['n']} | {t['measured_onset_rel']:.3g} "
+                 f"[{t['ci'][0]:.3g}, {t['ci'][1]:.3g}] | {o['per_step']:.3g} | {o['batch_reuse']:.3g} | "
+                 f"{m['per_step']:.2f} | {m['batch_reuse']:.2f} | "
+                 + " / ".join(f"{t['scores'][k]['brier']:.3f}" for k in RULES) + " |")
+    L += ["", "All runs: Brier " + ", ".join(f"{k} {overall[k]['brier']:.3f}" for k in RULES) + "; agreement "
+          "outside +-25% of the rule's own onset " + ", ".join(
+              f"{k} {overall[k]['agreement']:.1%} of {overall[k]['n_far']}" for k in RULES) + ".", ""]
+    (out / "pooled.md").write_text("\n".join(L))
+    print("\n".join(L))
+    return 0
+
+
 def main(argv=None):
     ap = experiment_parser(NAME, __doc__, quick_help="(no quick mode: the full plan is 200 runs)")
-    ap.add_argument("--stage", choices=("predict", "run"), default="predict",
-                    help="predict: write predictions.json and stop; run: run and score against the committed ones")
+    ap.add_argument("--stage", choices=("predict", "run", "pool"), default="predict",
+                    help="predict: write predictions.json and stop; run: run and score against the committed ones; "
+                         "pool: score the runs of --out and of its subfolders (replicates) together")
     ap.add_argument("--seeds", type=int, default=SEEDS, help=f"predict stage: seeds per learning rate (default {SEEDS})")
     ap.add_argument("--seed-offset", type=int, default=SEED_OFFSET,
                     help=f"predict stage: the first member seed (default {SEED_OFFSET}; a replicate takes another)")
@@ -220,6 +246,8 @@ def main(argv=None):
     if args.stage == "predict":
         predict(out, seeds=args.seeds, seed_offset=args.seed_offset)
         return 0
+    if args.stage == "pool":
+        return pool(out)
     pred = json.loads((out / "predictions.json").read_text())
     t0, load0 = time.perf_counter(), load_average()
     runs, walls = run(pred, out)
