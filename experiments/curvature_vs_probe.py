@@ -76,7 +76,20 @@ def widths(value: float, lo: float, hi: float) -> dict:
             "hi_over_lo": hi / lo if lo > 0 else None}
 
 
-def curvature_entry(path: pathlib.Path, *, beta1: float, beta2: float, eps: float, samples: int) -> dict:
+def log_grad_norm(path: pathlib.Path) -> float | None:
+    """Median pre-clip gradient norm of the logged run (``grad_norm``), None when the log has none."""
+    from grpojax.logs import read_log
+
+    try:
+        _, g = read_log(path).series("grad_norm")
+    except (KeyError, ValueError):
+        return None
+    g = [float(x) for x in g if math.isfinite(x) and x > 0]
+    return sorted(g)[len(g) // 2] if g else None
+
+
+def curvature_entry(path: pathlib.Path, *, beta1: float, beta2: float, eps: float, samples: int,
+                    grad_norm: float | None) -> dict:
     from grpojax.dynamics import adam_to_heavy_ball
 
     doc = json.loads(path.read_text())
@@ -85,17 +98,33 @@ def curvature_entry(path: pathlib.Path, *, beta1: float, beta2: float, eps: floa
     to_adam = 1.0 / (red.sqrt_v + eps)  # K(Adam units) = K(plain) / (sqrt(v) + ε)
     lo, hi = kd["interval"]
     st = doc["settings"]
-    return {"file": str(path), "settings": {k: st.get(k) for k in ("prompts", "reward", "prompts_per_step",
+    prompts = pathlib.Path(str(st.get("prompts")))
+    command = (f"grpojax curvature --model {doc['model']['path']} --prompts {prompts.parent.name}/{prompts.name} "
+               f"--reward {st.get('reward')} --group-size {st['group_size']} --prompts-per-step "
+               f"{st['prompts_per_step']} --max-new-tokens {st['max_new_tokens']} --iters {st['iters']} "
+               f"--out {path.parent}")
+    return {"file": str(path), "command": command, "settings": {k: st.get(k) for k in ("prompts", "reward", "prompts_per_step",
                                                                      "group_size", "max_new_tokens", "temperature",
                                                                      "iters", "level", "seed")},
             "K_d": kd["value"], "interval": [lo, hi], "K_0": k0["value"], "K_0_interval": k0["interval"],
+            "leading_eigenvalue": {"K_0": k0["leading_eigenvalue"], "K_d": kd["leading_eigenvalue"],
+                                   "K_total": doc["K_total"]["leading_eigenvalue"]},
             "sigma2": s2["value"], "sigma2_interval": s2["interval"], "converged": doc["converged"],
             "ritz_residual": {"K_d": kd["ritz_residual"], "K_0": k0["ritz_residual"]},
             "pass_rate": doc["pass_rate"]["value"], "mean_reward": doc.get("mean_reward"),
             "timings": doc["timings"], "sqrt_v": red.sqrt_v, "to_adam_units": to_adam,
             "K_d_adam": kd["value"] * to_adam, "interval_adam": [lo * to_adam, hi * to_adam],
             "K_total_adam": (kd["value"] + k0["value"]) * to_adam,
-            "widths": widths(kd["value"], lo, hi)}
+            "widths": widths(kd["value"], lo, hi), **per_coordinate(kd["value"], doc, grad_norm, eps)}
+
+
+def per_coordinate(kd: float, doc: dict, grad_norm: float | None, eps: float) -> dict:
+    """The other scalar reading of Adam's preconditioner: the per-coordinate RMS of the run's own gradient,
+    sqrt(v) ≈ ‖g‖ / sqrt(n_params) (median logged pre-clip norm; isotropic across coordinates)."""
+    if grad_norm is None:
+        return {}
+    rms = grad_norm / math.sqrt(doc["model"]["n_params"])
+    return {"sqrt_v_per_coordinate": rms, "K_d_adam_per_coordinate": kd / (rms + eps)}
 
 
 def fmt(x) -> str:
@@ -120,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 
     probe = run_advise(args)
     samples = args.group_size * args.prompts_per_step
-    curv = [curvature_entry(p, beta1=args.beta1, beta2=args.beta2, eps=args.eps, samples=samples)
+    gnorm = log_grad_norm(args.log)
+    curv = [curvature_entry(p, beta1=args.beta1, beta2=args.beta2, eps=args.eps, samples=samples, grad_norm=gnorm)
             for p in args.curvature]
     if probe["K_d"] is not None:
         probe["widths"] = widths(probe["K_d"], *probe["interval"])
@@ -144,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                                                       "beta2": args.beta2, "eps": args.eps, "k_ref": args.k_ref,
                                                       "group_size": args.group_size,
                                                       "prompts_per_step": args.prompts_per_step,
-                                                      "samples_per_step": samples}}
+                                                      "samples_per_step": samples,
+                                                      "median_grad_norm": gnorm}}
     if probe["K_d"] is None:
         print(f"advise --probe refused (exit {probe['returncode']}): {probe['refused']}")
     else:
@@ -191,8 +222,27 @@ def report(out: dict) -> str:
         + ("no probe interval to compare with" if "vs_probe" not in c else
            f"relative width {fmt(c['vs_probe']['relative_width_ratio'])}× narrower than the probe's, absolute "
            f"width (Adam units) {fmt(c['vs_probe']['width_ratio_adam_units'])}× narrower: "
-           + ("at least 10× narrower on both." if c["vs_probe"]["narrower_10x"] else "not 10× narrower on both."))
+           + ("at least 10× narrower on both" if c["vs_probe"]["narrower_10x"] else "not 10× narrower on both")
+           + ("; on a log scale the curvature interval is unbounded (it contains 0, no hi / lo), where the "
+              f"probe's spans a factor {fmt(p['widths']['hi_over_lo'])}." if c["widths"]["hi_over_lo"] is None
+              else f"; hi / lo {fmt(c['widths']['hi_over_lo'])} against the probe's {fmt(p['widths']['hi_over_lo'])}."))
         for c in out["curvature"])
+    back = ""
+    if p["K_d"] is not None:
+        back = " ".join(
+            f"Back in plain-gradient units the probe's K_d is {p['K_d'] * c['sqrt_v']:.3g} (σ² along v)"
+            + (f" or {p['K_d'] * c['sqrt_v_per_coordinate']:.3g} (per-coordinate RMS)" if "sqrt_v_per_coordinate" in c
+               else "")
+            + f", against the measured K_0 + K_d = {c['K_0'] + c['K_d']:.3g} along v and the leading eigenvalues "
+            f"K_0 {c['leading_eigenvalue']['K_0']:.3g}, K_d {c['leading_eigenvalue']['K_d']:.3g}, K_0 + K_d "
+            f"{c['leading_eigenvalue']['K_total']:.3g} ({c['settings']['prompts_per_step']}-prompt row)."
+            for c in out["curvature"])
+    coord = " ".join(
+        f"Read instead as the per-coordinate RMS of the run's own gradient (median logged pre-clip norm "
+        f"{run['median_grad_norm']:.3g} / sqrt(n_params) = {c['sqrt_v_per_coordinate']:.3g}), the preconditioner "
+        f"gives K_d = {c['K_d_adam_per_coordinate']:.3g} in Adam units for the {c['settings']['prompts_per_step']}-prompt row "
+        f"(against {c['K_d_adam']:.3g} from σ² along v)."
+        for c in out["curvature"] if "K_d_adam_per_coordinate" in c)
     return f"""# `grpojax curvature` against `grpojax advise --probe`: the K_d interval
 
 Logged run: `{run['log']}` (AdamW η = {run['eta']:g}, β₁ = {run['beta1']:g}, β₂ = {run['beta2']:g}, K_ref = {run['k_ref']},
@@ -203,18 +253,20 @@ G = {run['group_size']} × {run['prompts_per_step']} prompts = {run['samples_per
 **curvature** (K_d along the stiffest direction of K_0 + K_d, 90% bootstrap interval over prompts; plain-gradient
 units, and in Adam's units through K / (sqrt(σ²/B) + ε) with B = {run['samples_per_step']}, the run's completions per step):
 
-| measured on | K_d (plain) | K_d (Adam units) | relative width | hi / lo | probe / curvature: relative width | width (Adam units) | value (Adam units) | wall time |
+| measured on | K_d (plain) | K_d (Adam units) | relative width | hi / lo | probe / curvature: relative width | width (Adam units) | value (Adam units) | time (total_s) |
 |---|---|---|---|---|---|---|---|---|
 {chr(10).join(rows)}
 
 {verdicts}
+
+Commands: {"; ".join(f"`{c['command']}`" for c in out["curvature"])}.
 
 Relative width = (hi − lo) / |K_d|: it does not depend on the units, so it compares the two intervals whatever
 the conversion; hi / lo only where the interval lies above 0 ("—" otherwise). The absolute widths are compared
 after the scalar conversion of the model's AdamW reduction (docs/model/schedules.md), which takes Adam's
 diagonal preconditioner as one number read along the measured direction and the mean gradient there as 0;
 where the two values differ by orders of magnitude (the "value" column), the absolute width ratio mostly
-measures that difference, not the precision of either interval.
+measures that difference, not the precision of either interval. {coord} {back}
 
 What differs between the two besides the units: the probe's rate is that of the run's mean reward, over
 the run's own prompts, sampling temperature and reward, averaged over its steps; with K_ref = 1 it
