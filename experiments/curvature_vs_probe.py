@@ -105,7 +105,8 @@ def curvature_entry(path: pathlib.Path, *, beta1: float, beta2: float, eps: floa
                f"--out {path.parent}")
     return {"file": str(path), "command": command, "settings": {k: st.get(k) for k in ("prompts", "reward", "prompts_per_step",
                                                                      "group_size", "max_new_tokens", "temperature",
-                                                                     "iters", "level", "seed")},
+                                                                     "iters", "level", "seed")}
+                         | {"prompts": f"{prompts.parent.name}/{prompts.name}"},  # the file, not where it lay
             "K_d": kd["value"], "interval": [lo, hi], "K_0": k0["value"], "K_0_interval": k0["interval"],
             "leading_eigenvalue": {"K_0": k0["leading_eigenvalue"], "K_d": kd["leading_eigenvalue"],
                                    "K_total": doc["K_total"]["leading_eigenvalue"]},
