@@ -62,10 +62,12 @@ def preconditioner_along(second_moment, direction, eps: float = EPS) -> tuple[fl
 
     harmonic: 1 / (Σ v_i² / (sqrt(E[g_i²]) + ε)) − ε, the scale that Adam's diagonal preconditioner applies to a
     step along v (its Rayleigh quotient on v); arithmetic: sqrt(Σ v_i² E[g_i²])."""
+    from grpojax._errors import InvalidValueError
+
     m = np.asarray(second_moment, np.float64)
     v = np.asarray(direction, np.float64)
     if m.shape != v.shape or m.ndim != 1 or not np.all(np.isfinite(m) & (m >= 0)):
-        raise ValueError(f"second_moment must be finite, >= 0 and of the direction's shape {v.shape}, got {m.shape}")
+        raise InvalidValueError(f"second_moment must be finite, >= 0 and of the direction's shape {v.shape}, got {m.shape}")
     w = v * v / np.sum(v * v)
     return float(1.0 / np.sum(w / (np.sqrt(m) + eps)) - eps), float(math.sqrt(np.sum(w * m)))
 
