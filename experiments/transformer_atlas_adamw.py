@@ -137,7 +137,7 @@ def measure_second_moment(atlas, arrays, log=print):
                                                 * sigma2 / B))
 
 
-def predict(out: pathlib.Path, log=print):
+def predict(out: pathlib.Path, log=print, seed_offset: int = SEED_OFFSET):
     from grpojax.grpo._population import WarmStart  # noqa: F401  (fail early without the trainer)
 
     atlas = json.loads((ATLAS / "predictions.json").read_text())
@@ -176,7 +176,7 @@ def predict(out: pathlib.Path, log=print):
                 band=(f"predicted (Adam model, harmonic sqrt(v0)): measured onset peak lr within +-{BAND:.0%} of "
                       f"{main_on:.4g}, i.e. [{main_on * (1 - BAND):.4g}, {main_on * (1 + BAND):.4g}]"),
                 brier="P(escape within T) of the Adam model per run vs the eta*-only rule (escaped iff peak >= "
-                      "critical peak lr)", seed_offset=SEED_OFFSET, rels=RELS, seeds_per_rel=SEEDS, runs=runs,
+                      "critical peak lr)", seed_offset=seed_offset, rels=RELS, seeds_per_rel=SEEDS, runs=runs,
                 seconds=time.perf_counter() - t0)
     (out / "predictions.json").write_text(json.dumps(pred, indent=1))
     log(f"{len(runs)} planned runs; predictions written in {pred['seconds']:.0f} s")
@@ -296,10 +296,14 @@ def main(argv=None):
     ap = experiment_parser(NAME, __doc__, quick_help="(no quick mode)")
     ap.add_argument("--stage", choices=("predict", "run"), default="predict",
                     help="predict: write predictions.json and stop; run: run and score against the committed ones")
+    ap.add_argument("--seed-offset", type=int, default=SEED_OFFSET,
+                    help=f"predict stage: the first member seed (default {SEED_OFFSET}; a replicate takes another)")
     args = parse_args(ap, argv)
     out = args.out
+    if args.seed_offset < 3_000_000:
+        ap.error(f"--seed-offset must be >= 3000000 (lower seeds were run by the atlas), got {args.seed_offset}")
     if args.stage == "predict":
-        predict(out)
+        predict(out, seed_offset=args.seed_offset)
         return 0
     pred = json.loads((out / "predictions.json").read_text())
     t0, load0 = time.perf_counter(), load_average()
