@@ -292,10 +292,32 @@ Population: {pop['n']} members × {pred['steps']} steps in one program, {pop['wa
     (out / f"{NAME.replace('transformer_atlas_', '')}_cosine.md").write_text(text)
 
 
+def pool(out: pathlib.Path) -> int:
+    """Score the runs of ``out`` and of its subfolders (replicates, same predictions, other seeds) together."""
+    pred = json.loads((out / "predictions.json").read_text())
+    files = [out / "runs.json"] + sorted(out.glob("*/runs.json"))
+    runs = [r for f in files for r in json.loads(f.read_text())]
+    sc = score(pred, runs)
+    sc["batches"] = [str(f.parent.relative_to(out)) for f in files]
+    (out / "pooled.json").write_text(json.dumps(sc, indent=1))
+    m = sc["measured"]
+    (out / "pooled.md").write_text(
+        f"# AdamW cosine cell, pooled ({len(runs)} runs, batches: {', '.join(sc['batches'])})\n\n"
+        f"Measured onset peak lr {m['onset_peak_lr']:.4g} [{m['lo']:.4g}, {m['hi']:.4g}] vs predicted "
+        f"{pred['rules']['adam']['onset_peak_lr']:.4g}: ratio {sc['ratio_adam']:.2f} (band +-{BAND:.0%}: "
+        f"{'within' if sc['within_band'] else 'outside'}); arithmetic sqrt(v0): {sc['ratio_adam_arithmetic']:.2f}; "
+        f"v-hat frozen: {sc['ratio_frozen']:.2f}. Brier: Adam model {sc['brier_adam']:.3f}, frozen "
+        f"{sc['brier_frozen']:.3f}, eta*-only {sc['brier_eta_star']:.3f}. Escaped {sc['escaped']} of {sc['n']}, "
+        f"diverged {sc['diverged']}.\n")
+    print((out / "pooled.md").read_text())
+    return 0
+
+
 def main(argv=None):
     ap = experiment_parser(NAME, __doc__, quick_help="(no quick mode)")
-    ap.add_argument("--stage", choices=("predict", "run"), default="predict",
-                    help="predict: write predictions.json and stop; run: run and score against the committed ones")
+    ap.add_argument("--stage", choices=("predict", "run", "pool"), default="predict",
+                    help="predict: write predictions.json and stop; run: run and score against the committed ones; "
+                         "pool: score the runs of --out and of its subfolders (replicates) together")
     ap.add_argument("--seed-offset", type=int, default=SEED_OFFSET,
                     help=f"predict stage: the first member seed (default {SEED_OFFSET}; a replicate takes another)")
     args = parse_args(ap, argv)
@@ -305,6 +327,8 @@ def main(argv=None):
     if args.stage == "predict":
         predict(out, seed_offset=args.seed_offset)
         return 0
+    if args.stage == "pool":
+        return pool(out)
     pred = json.loads((out / "predictions.json").read_text())
     t0, load0 = time.perf_counter(), load_average()
     runs, pop = run(pred, out)
