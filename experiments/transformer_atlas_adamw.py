@@ -131,6 +131,9 @@ def measure_second_moment(atlas, arrays, log=print):
                 mean_sq_over_m2=float(np.sum(w * mean**2) / np.sum(w * m2)),
                 top10_share_of_harmonic=float(top[:10].sum() / q.sum()),
                 top100_share_of_harmonic=float(top[:100].sum() / q.sum()),
+                # cosine between v and Adam's preconditioned step for a gradient along v (1: not rotated)
+                step_cosine_with_v=float(q.sum() / math.sqrt(np.sum((v / (np.sqrt(m2) + EPS)) ** 2))
+                                         * math.sqrt(np.sum(v * v))),
                 # the gain law's coupling: d(1/sqrt v_i)/dQ summed with v_i^4 (oscillation's gradient along v),
                 # over the harmonic weight; the scalar model has 1 / (sigma^2/B)
                 gain_coupling_over_scalar=float((np.sum(w**2 / m2**1.5) / np.sum(w / np.sqrt(m2)))
