@@ -102,11 +102,10 @@ def curvature_entry(path: pathlib.Path, *, beta1: float, beta2: float, eps: floa
     command = (f"grpojax curvature --model {doc['model']['path']} --prompts {prompts.parent.name}/{prompts.name} "
                f"--reward {st.get('reward')} --group-size {st['group_size']} --prompts-per-step "
                f"{st['prompts_per_step']} --max-new-tokens {st['max_new_tokens']} --iters {st['iters']} "
-               f"--out {path.parent}")
-    return {"file": str(path), "command": command, "settings": {k: st.get(k) for k in ("prompts", "reward", "prompts_per_step",
-                                                                     "group_size", "max_new_tokens", "temperature",
-                                                                     "iters", "level", "seed")}
-                         | {"prompts": f"{prompts.parent.name}/{prompts.name}"},  # the file, not where it lay
+               + (f"--seed {st['seed']} " if st.get("seed") else "") + f"--out {path.parent}")
+    keys = ("reward", "prompts_per_step", "group_size", "max_new_tokens", "temperature", "iters", "level", "seed")
+    settings = {k: st.get(k) for k in keys} | {"prompts": f"{prompts.parent.name}/{prompts.name}"}
+    return {"file": str(path), "command": command, "settings": settings,
             "K_d": kd["value"], "interval": [lo, hi], "K_0": k0["value"], "K_0_interval": k0["interval"],
             "leading_eigenvalue": {"K_0": k0["leading_eigenvalue"], "K_d": kd["leading_eigenvalue"],
                                    "K_total": doc["K_total"]["leading_eigenvalue"]},
@@ -212,14 +211,15 @@ def report(out: dict) -> str:
     for c in out["curvature"]:
         s, v = c["settings"], c.get("vs_probe", {})
         rows.append(
-            f"| {s['prompts_per_step']} × G {s['group_size']} × {s['max_new_tokens']} tok, iters {s['iters']} "
+            f"| {s['prompts_per_step']} × G {s['group_size']} × {s['max_new_tokens']} tok, iters {s['iters']}, "
+            f"seed {s['seed']} "
             f"| {c['K_d']:.3g} [{c['interval'][0]:.3g}, {c['interval'][1]:.3g}] "
             f"| {c['K_d_adam']:.3g} [{c['interval_adam'][0]:.3g}, {c['interval_adam'][1]:.3g}] "
             f"| {fmt(c['widths']['relative_width'])} | {fmt(c['widths']['hi_over_lo'])} "
             f"| {fmt(v.get('relative_width_ratio'))} | {fmt(v.get('width_ratio_adam_units'))} "
             f"| {fmt(v.get('point_ratio_adam_units'))} | {c['timings']['total_s']:.0f} s |")
     verdicts = "\n".join(
-        f"- {c['settings']['prompts_per_step']} prompts × G {c['settings']['group_size']}: "
+        f"- {c['settings']['prompts_per_step']} prompts × G {c['settings']['group_size']}, seed {c['settings']['seed']}: "
         + ("no probe interval to compare with" if "vs_probe" not in c else
            f"relative width {fmt(c['vs_probe']['relative_width_ratio'])}× narrower than the probe's, absolute "
            f"width (Adam units) {fmt(c['vs_probe']['width_ratio_adam_units'])}× narrower: "
