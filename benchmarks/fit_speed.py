@@ -122,9 +122,10 @@ def bench_nuts(method):
             "converged": f.converged, "zeta_q50": f.summary["zeta"]["q50"], "zeta_true": z}
 
 
-def bench_quickstart(repeats, devices="auto"):
+def bench_quickstart(repeats, devices="auto", warmup=None):
     """The quickstart NUTS command in fresh processes: a cold compilation cache, then ``repeats`` warm runs, with
-    ``devices`` JAX host CPU devices (``"auto"``: the command's own choice)."""
+    ``devices`` JAX host CPU devices (``"auto"``: the command's own choice) and ``warmup`` NUTS warm-up
+    iterations (None: the command's default)."""
     import json
     import re
     import resource
@@ -134,6 +135,7 @@ def bench_quickstart(repeats, devices="auto"):
     root = pathlib.Path(__file__).resolve().parents[1]
     exe = pathlib.Path(sys.executable).with_name("grpojax")
     cmd = [str(exe), "fit", "tests/fixtures/quickstart/trainer_state.json", "--bayes", "state_space"]
+    cmd += [] if warmup is None else ["--warmup", str(int(warmup))]
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES",)}
@@ -156,9 +158,9 @@ def bench_quickstart(repeats, devices="auto"):
                          "load_after": os.getloadavg()[0], "status": status,
                          "divergences": int(m.group(1)) if m else None, "max_r_hat": float(m.group(2)) if m else None,
                          "min_ess_bulk": int(m.group(3)) if m else None})
-            print("quickstart", f"devices={devices}", runs[-1], flush=True)
+            print("quickstart", f"devices={devices}", f"warmup={warmup or 'default'}", runs[-1], flush=True)
     warm = runs[1:]
-    return {"command": " ".join(["grpojax"] + cmd[1:]), "devices": devices, "runs": runs,
+    return {"command": " ".join(["grpojax"] + cmd[1:]), "devices": devices, "warmup": warmup, "runs": runs,
             "warm_wall_median_s": float(np.median([r["wall_s"] for r in warm])) if warm else float("nan"),
             "warm_cpu_median_s": float(np.median([r["cpu_s"] for r in warm])) if warm else float("nan")}
 
@@ -176,6 +178,9 @@ def main(argv=None) -> int:
     ap.add_argument("--devices", default="auto",
                     help="with --quickstart: comma-separated JAX host CPU device counts to time the command with "
                          "(default auto: the command's own choice)")
+    ap.add_argument("--warmups", default="default",
+                    help="with --quickstart: comma-separated NUTS warm-up lengths to time the command with, e.g. "
+                         "1000,default (default: the command's own)")
     ap.add_argument("--append", action="store_true", help="append a section to benchmarks/RESULTS.md")
     args = ap.parse_args(argv)
     jax.config.update("jax_enable_x64", True)  # a script: float64, as in the tests
@@ -190,9 +195,11 @@ def main(argv=None) -> int:
         for r in res["nuts"]:
             print("nuts", r)
     if args.quickstart:
-        res["quickstart"] = [bench_quickstart(max(1, args.repeats), d.strip()) for d in args.devices.split(",")]
+        warmups = [None if w.strip() == "default" else int(w) for w in args.warmups.split(",")]
+        res["quickstart"] = [bench_quickstart(max(1, args.repeats), d.strip(), w) for d in args.devices.split(",")
+                             for w in warmups]
         for q in res["quickstart"]:
-            print("quickstart devices={devices}: median of warm runs: wall {warm_wall_median_s:.1f} s, "
+            print("quickstart devices={devices} warmup={warmup}: median of warm runs: wall {warm_wall_median_s:.1f} s, "
                   "cpu {warm_cpu_median_s:.1f} s".format(**q))
     load1 = os.getloadavg()[0]
     if args.append:
@@ -204,7 +211,7 @@ def _append(res, args, loads):
     lines = ["", "## fit_speed (grpojax.fit)", "",
              f"Command: `python benchmarks/fit_speed.py --curves {args.curves} --steps {args.steps} --scipy-subset "
              f"{args.scipy_subset} --repeats {args.repeats}{' --skip-nuts' if args.skip_nuts else ''}"
-             f"{' --skip-lsq' if args.skip_lsq else ''}{' --quickstart --devices ' + args.devices if args.quickstart else ''}"
+             f"{' --skip-lsq' if args.skip_lsq else ''}{' --quickstart --devices ' + args.devices + ' --warmups ' + args.warmups if args.quickstart else ''}"
              " --append`",
              f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
              f"(1-min load average {loads[0]:.1f} at start, {loads[1]:.1f} at end; above ~2 the timings are inflated), "

@@ -162,8 +162,8 @@ def _sampling(label: str, n_points: int, args, fn):
             bar.add_task(what, total=None)
             out = fn()
     else:
-        err_console.print(f"{what}: sampling (one to two minutes per posterior for a few hundred points on two CPU cores, "
-                          "compiling the sampler included)", markup=False, highlight=False, soft_wrap=True)
+        err_console.print(f"{what}: sampling (about half a minute per posterior for a few hundred points on two CPU "
+                          "cores; a minute the first time, which compiles the sampler)", markup=False, highlight=False, soft_wrap=True)
         out = fn()
     err_console.print(f"{label}: sampled in {time.perf_counter() - t0:.0f} s", markup=False, highlight=False,
                       soft_wrap=True)
