@@ -159,7 +159,7 @@ def _escape(eta, mu, k_ref, curvature, lag, k_instant, noise, samples, basin, st
 def _adam_escape(hb: dict, adam, args, f: float, noise: float) -> dict:
     """P(escape) of AdamW at the gain law's step η_hb / r (v̂ grown with the oscillation), with the same planned
     length, basin and samples as the heavy-ball block ``hb``; the onset as an lr and in η_hb units."""
-    from grpojax.dynamics._schedule import adam_escape  # noqa: PLC0415
+    from grpojax.dynamics import adam_escape  # noqa: PLC0415
 
     try:
         e = adam_escape(f, args.k_ref, args.curvature, adam=adam, noise=noise, basin=hb["basin"], steps=hb["steps"],

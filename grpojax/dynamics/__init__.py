@@ -11,7 +11,7 @@
 
 The model pages of the documentation name further building blocks (the exact oscillatory boundary, spectral
 radii, transition matrices, the margin along a learning-rate schedule and the AdamW reduction
-``schedule_margin`` / ``adam_to_heavy_ball``, the escape model ``escape_probability`` / ``escape_onset`` and the
+``schedule_margin`` / ``adam_to_heavy_ball`` / ``adam_escape``, the escape model ``escape_probability`` / ``escape_onset`` and the
 noise estimates ``noise_from_samples`` / ``noise_from_reward_std``); they are importable from this package but
 are not part of its public API.
 """
@@ -57,8 +57,10 @@ from grpojax.dynamics._stability import (
 from grpojax.dynamics._thresholds import oscillatory_eta, oscillatory_k_ref
 from grpojax.dynamics._schedule import (
     SCHEDULES,
+    AdamEscape,
     AdamReduction,
     ScheduleMargin,
+    adam_escape,
     adam_to_heavy_ball,
     schedule_margin,
     schedule_shape,

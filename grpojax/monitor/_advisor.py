@@ -393,7 +393,7 @@ def _escape(eta_hb, mu, k, curvature, lag, k_instant, noise, samples, basin, pas
                                     "held-noise model); give batch_reuse=False with beta1")
         kw["batch_reuse"] = batch_reuse
     if adam and math.isfinite(eta_star_hb) and eta_star_hb > 0:
-        from grpojax.dynamics._schedule import adam_escape, adam_to_heavy_ball  # noqa: PLC0415
+        from grpojax.dynamics import adam_escape, adam_to_heavy_ball  # noqa: PLC0415
 
         e = adam_escape(eta_hb / eta_star_hb, k, curvature, adam=adam_to_heavy_ball(beta1=mu), level=level, **kw)
         return dict(probability=e.probability, eta_hb=e.onset_lr_over_critical * eta_star_hb, basin=float(basin),
