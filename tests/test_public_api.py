@@ -69,7 +69,7 @@ SHARED = {
         "companion_constant", "dominant_root", "drift_matrix", "escape_onset", "escape_probability",
         "escape_variance_closed_form", "exact_oscillatory_a", "exact_oscillatory_eta", "noise_from_gradients",
         "noise_from_reward_std", "noise_from_samples", "SCHEDULES", "AdamReduction", "ScheduleMargin",
-        "adam_to_heavy_ball", "schedule_margin", "schedule_shape",
+        "adam_to_heavy_ball", "adam_escape", "AdamEscape", "schedule_margin", "schedule_shape",
         "expm2", "expm2_coefficients_numpy", "instability_windows", "lag_tau", "natural_frequency", "oscillatory_eta", "oscillatory_k_ref",
         "response_from_rest", "spectral_radius_constant", "spectral_radius_periodic", "transition_matrix"],
     "grpojax.bandit": ["ADVANTAGES", "GRADIENTS", "LAGS", "drift_logit", "gradient_noise", "mean_field_step",
