@@ -213,3 +213,19 @@ def test_advise_from_run_without_a_curvature_fits_the_run(tmp_path, capsys):
         assert got["probe"]["curvature"] > 0 and got["curvature_source"].startswith("fitted from")
     else:
         assert rc == 2 and "the curvature is missing" in err and "--curvature" in err and len(err.strip().splitlines()) == 1
+
+
+def test_grpojax_run_folder_states_its_own_settings(tmp_path):
+    """A run folder of grpojax's own trainer: config.yaml beside metrics.jsonl gives K_ref (grpo.k_ref), β₁
+    (optim.b1) and the clip ε (grpo.eps_low); the supervised warm start's lr and warm-up are not the policy's."""
+    from grpojax.grpo import apply_overrides, load_config, save_config
+
+    cfg = apply_overrides(load_config("tiny-arith"), ["grpo.k_ref=4", "optim.b1=0.8", "optim.lr=2e-4",
+                                                      "optim.warmup_steps=5", "warmstart.warmup_steps=20",
+                                                      "warmstart.lr=3e-3", "grpo.eps_low=0.25"])
+    save_config(cfg, tmp_path / "config.yaml")
+    rows = [{"step": s, "reward_mean": 0.2 + 0.5 * (1 - np.exp(-s / 30)), "lr": 2e-4} for s in range(1, 61)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = run_settings(tmp_path / "metrics.jsonl")
+    assert (s.k_ref, s.beta1, s.lr, s.warmup_steps, s.clip_eps) == (4, 0.8, 2e-4, 5, 0.25)
+    assert s.sources["k_ref"].startswith("grpo.k_ref") and s.sources["beta1"].startswith("optim.b1")

@@ -30,15 +30,16 @@ SETTING_KEYS: dict[str, tuple[str, ...]] = {
     "warmup_ratio": ("warmup_ratio", "lr_warmup_steps_ratio", "lr_warmup_ratio"),
     "beta": ("beta", "kl_loss_coef", "init_kl_coef", "kl_coef", "kl_beta"),
     "clip_eps": ("epsilon", "clip_eps", "clip_ratio_low", "clip_ratio", "eps_clip", "cliprange", "clip_range",
-                 "clip_epsilon"),
+                 "clip_epsilon", "eps_low"),
     "group_size": FACT_KEYS["group_size"],
     "epochs_per_rollout": FACT_KEYS["epochs_per_rollout"] + ("max_epochs",),
+    "k_ref": ("k_ref",),  # stated outright (grpojax's own config: grpo.k_ref)
     "temperature": ("temperature",),
-    "beta1": ("adam_beta1", "beta1"),
+    "beta1": ("adam_beta1", "beta1", "b1"),  # b1: optax's name (grpojax's optim.b1)
 }
 #: a dotted key with one of these parts belongs to another model or to evaluation, not to the policy's training.
 _OTHER_PARTS = {"critic", "ref", "reward_model", "rm", "val_kwargs", "eval", "validation", "val", "reward",
-                "teacher", "judge"}
+                "teacher", "judge", "warmstart"}  # warmstart: grpojax's supervised phase before GRPO
 
 
 @dataclasses.dataclass(frozen=True)
