@@ -7,7 +7,7 @@ import math
 
 from grpojax._defaults import ADVICE_MARGIN, ESCAPE_LEVEL, LAG, PLANNED_STEPS, SCHEDULES, ZERO_STD_TARGET, ZETA_BAND
 from grpojax.cli._schedule_args import adam_reduction, add_schedule_args, schedule_block, schedule_rows
-from grpojax.cli._common import LAG_HELP, CLIError, add_lag_arg, console, err_console
+from grpojax.cli._common import LAG_HELP, CLIError, add_batch_reuse_arg, add_lag_arg, console, err_console
 from grpojax.cli._output import add_table_output_args, emit_rows, to_stdout
 from grpojax.cli._types import Int, Real, in_path
 
@@ -137,8 +137,7 @@ def add_escape_args(p) -> None:
                    help="prompts whose groups one optimizer step averages: B = G × prompts samples per step (default 1)")
     p.add_argument("--reward-std", type=Real(0, what="a standard deviation"), default=None,
                    help="a log's mean within-group reward std: σ² = G/(G − 1) · std² when --noise is not given")
-    p.add_argument("--batch-reuse", action="store_true",
-                   help="the K_ref updates of a refresh reuse its one rollout batch (as TRL num_iterations, verl ppo_epochs and grpojax's trainers do): P(escape) with the sampling noise drawn once per period (periodic lag; default: a fresh draw every step)")
+    add_batch_reuse_arg(p)
 
 
 def run(args) -> int:

@@ -159,6 +159,14 @@ def add_lag_arg(p, *, default: str | None = LAG, help: str = LAG_HELP) -> None:
     p.add_argument("--lag", choices=("periodic", "constant"), default=default, help=help)
 
 
+def add_batch_reuse_arg(p) -> None:
+    """``--batch-reuse``: P(escape) with one rollout batch per refresh period (``predict`` and ``advise``)."""
+    p.add_argument("--batch-reuse", action="store_true",
+                   help="the K_ref updates of a refresh reuse its one rollout batch (as TRL num_iterations, verl "
+                        "ppo_epochs and grpojax's trainers do): P(escape) with the sampling noise drawn once per "
+                        "period (periodic lag; default: a fresh draw every step)")
+
+
 def add_oscillator_args(p, *, group_size_help: str, instant_help: str) -> None:
     """The hyperparameters of the oscillator shared by ``predict`` and ``simulate`` (checked as they are parsed)."""
     from grpojax.cli._types import Int, Real  # noqa: PLC0415

@@ -8,8 +8,8 @@ import math
 from grpojax._defaults import ADVICE_MARGIN, LAG, PLANNED_STEPS
 from grpojax._errors import InvalidValueError
 from grpojax._io import save_figure
-from grpojax.cli._common import (CLIError, add_oscillator_args, check_oscillator_args, console, err_console, out_dir,
-                                 write_json)
+from grpojax.cli._common import (CLIError, add_batch_reuse_arg, add_oscillator_args, check_oscillator_args, console,
+                                 err_console, out_dir, write_json)
 from grpojax.cli._output import add_table_output_args, emit_rows, to_stdout
 from grpojax.cli._schedule_args import adam_reduction, add_schedule_args, schedule_block, schedule_rows
 from grpojax.cli._types import Int, Real, out_path
@@ -42,8 +42,7 @@ def register(sub) -> None:
                    help="prompts whose groups one step averages: B = G × prompts samples per step (default 1)")
     p.add_argument("--reward-std", type=Real(0, what="a standard deviation"), default=None,
                    help="a log's mean within-group reward std: the noise σ² = G/(G − 1) · std² (instead of --noise)")
-    p.add_argument("--batch-reuse", action="store_true",
-                   help="the K_ref updates of a refresh reuse its one rollout batch (as TRL num_iterations, verl ppo_epochs and grpojax's trainers do): P(escape) with the sampling noise drawn once per period (periodic lag; default: a fresh draw every step)")
+    add_batch_reuse_arg(p)
     p.add_argument("--out", type=out_path, default="out/predict", help="output folder (default out/predict)")
     from grpojax.cli._curvature import add_from_arg  # noqa: PLC0415
 

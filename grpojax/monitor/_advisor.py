@@ -378,7 +378,7 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
 def _escape(eta_hb, mu, k, curvature, lag, k_instant, noise, samples, basin, pass_rate, steps, level, eta_star_hb,
             noise_growth=0.0, adam=False, batch_reuse=False):
     """P(escape within ``steps``) at ``eta_hb`` and the largest heavy-ball η with P ≤ ``level`` (≤ η* for heavy
-    ball; Adam: at the gain law's step η_hb / r, ``grpojax.dynamics._schedule.adam_escape``, any η)."""
+    ball; Adam: at the gain law's step η_hb / r, ``grpojax.dynamics.adam_escape``, any η)."""
     from grpojax.dynamics import escape_onset, escape_probability  # noqa: PLC0415
 
     if basin is None:

@@ -170,9 +170,8 @@ def escape_risk(hp: dict, stability: dict | None, last: float, end: float | None
 
 
 def _adam_escape_risk(hp: dict, stability: dict, eta_hb: float, beta1: float, steps: int) -> tuple[float | None, str]:
-    """Adam's P(escape) at the gain law's effective step (``grpojax.dynamics._schedule.adam_escape``)."""
-    from grpojax.dynamics import exact_critical_eta  # noqa: PLC0415
-    from grpojax.dynamics import adam_escape, adam_to_heavy_ball  # noqa: PLC0415
+    """Adam's P(escape) at the gain law's effective step (``grpojax.dynamics.adam_escape``)."""
+    from grpojax.dynamics import adam_escape, adam_to_heavy_ball, exact_critical_eta  # noqa: PLC0415
 
     k, lag = int(hp.get("k_ref", hp.get("staleness", 1))), stability.get("lag", "periodic")
     kd, k0 = stability["curvature"], hp.get("k_instant", 0.0)
