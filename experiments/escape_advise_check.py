@@ -48,7 +48,8 @@ import escape_validation as ev  # noqa: E402
 import network_stability_atlas as atlas  # noqa: E402
 
 from grpojax import _defaults  # noqa: E402
-from grpojax._experiment import Claim, experiment_parser, load_average, parse_args, print_claims, write_summary  # noqa: E402
+from grpojax._experiment import (Claim, committed_predictions, experiment_parser, load_average, parse_args,  # noqa: E402
+                                 print_claims, write_summary)
 
 NAME = "escape_advise_check"
 VALIDATION = pathlib.Path(__file__).resolve().parent / "results" / "escape_validation" / "full" / "predictions.json"
@@ -245,9 +246,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     load0 = load_average()
     if args.stage == "run":
-        pred = json.loads((out / "predictions.json").read_text())
-        if pred["quick"] != args.quick:
-            raise SystemExit(f"{out / 'predictions.json'} was written with quick={pred['quick']}; pass the same --quick")
+        pred = committed_predictions(out, args.quick)
     else:
         growth = 0.0 if args.noise_growth_from is None else \
             float(json.loads(args.noise_growth_from.read_text())["growth"]["c"])

@@ -48,7 +48,8 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import network_stability_atlas as atlas  # noqa: E402
 
-from grpojax._experiment import Claim, experiment_parser, load_average, parse_args, print_claims, write_summary  # noqa: E402
+from grpojax._experiment import (Claim, committed_predictions, experiment_parser, load_average, parse_args,  # noqa: E402
+                                 print_claims, write_summary)
 
 NAME = "escape_validation"
 ATLAS_PREDICTIONS = pathlib.Path(__file__).resolve().parent / "results" / "network_stability_atlas.predictions.json"
@@ -433,9 +434,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     load0 = load_average()
     if args.stage == "run":
-        pred = json.loads((out / "predictions.json").read_text())
-        if pred["quick"] != args.quick:
-            raise SystemExit(f"{out / 'predictions.json'} was written with quick={pred['quick']}; pass the same --quick")
+        pred = committed_predictions(out, args.quick)
     else:
         pred = predict(out, args.quick)
         print(f"wrote {out / 'predictions.json'}")

@@ -377,15 +377,15 @@ def classify(proj, diverged, w) -> str:
     return "escaped" if float(np.max(np.abs(proj))) > w else "stable"
 
 
-def run_population(pred, arrays, name, runs, schedule, log=print, seed_offset=0):
+def plateau_start(pred, arrays, name, steps):
+    """``(cfg, warm, start, direction)`` of prompt set ``name`` from the committed predictions: the trainer's config
+    for ``steps`` steps, its warm start, θ* (where every member starts) and the stiffest direction."""
     from jax.flatten_util import ravel_pytree
 
-    from grpojax.grpo import Member, train_population
     from grpojax.grpo._population import WarmStart
     from grpojax.grpo._trainer import GRPOTrainer
 
-    p = pred["prompt_sets"][name]
-    cfg = make_config(p["difficulty"], pred["steps"], 0)
+    cfg = make_config(pred["prompt_sets"][name]["difficulty"], steps, 0)
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="transformer-atlas-") as tmp:
@@ -393,14 +393,12 @@ def run_population(pred, arrays, name, runs, schedule, log=print, seed_offset=0)
     _, unravel = ravel_pytree(jax.device_get(trainer.params))
     warm = WarmStart(trainer.graphdef, unravel(jnp.asarray(arrays[f"{name}/warm_params"])),
                      jax.device_get(trainer.rest), trainer)
-    start = unravel(jnp.asarray(arrays[f"{name}/theta_star"]))
-    direction = unravel(jnp.asarray(arrays[f"{name}/direction"]))
-    members = [Member(lr=r["eta"], momentum=r["mu"], k_ref=r["k_ref"], beta=BETA, clip_eps=CLIP, seed=seed_offset + i,
-                      name=f"{name}-{schedule}-{i:04d}") for i, r in enumerate(runs)]
-    wu = int(COSINE["warmup_frac"] * pred["steps"]) if schedule == "cosine" else 0
-    res = train_population(cfg, members, None, kl_reference="initial", schedule=schedule, warmup_steps=wu,
-                           chunk=20, show_progress=False, warm=warm, start=start, direction=direction)
-    w = p["basin"]
+    return (cfg, warm, unravel(jnp.asarray(arrays[f"{name}/theta_star"])),
+            unravel(jnp.asarray(arrays[f"{name}/direction"])))
+
+
+def measure_runs(res, runs, w) -> None:
+    """Each run's measured regime (``classify``) and what the rule read, from a population's result, in place."""
     for j, r in enumerate(runs):
         proj = res.metrics["param_proj"][:, j]
         r["measured"] = classify(proj, res.diverged[j], w)
@@ -409,6 +407,19 @@ def run_population(pred, arrays, name, runs, schedule, log=print, seed_offset=0)
         r["max_abs_proj_over_w"] = float(np.nanmax(np.abs(proj)) / w) if np.isfinite(proj).any() else math.inf
         fin = np.isfinite(proj)
         r["first_exit_step"] = int(np.argmax(np.abs(np.where(fin, proj, np.inf)) > w)) + 1 if r["escaped"] else None
+
+
+def run_population(pred, arrays, name, runs, schedule, log=print, seed_offset=0):
+    from grpojax.grpo import Member, train_population
+
+    cfg, warm, start, direction = plateau_start(pred, arrays, name, pred["steps"])
+    members = [Member(lr=r["eta"], momentum=r["mu"], k_ref=r["k_ref"], beta=BETA, clip_eps=CLIP, seed=seed_offset + i,
+                      name=f"{name}-{schedule}-{i:04d}") for i, r in enumerate(runs)]
+    wu = int(COSINE["warmup_frac"] * pred["steps"]) if schedule == "cosine" else 0
+    res = train_population(cfg, members, None, kl_reference="initial", schedule=schedule, warmup_steps=wu,
+                           chunk=20, show_progress=False, warm=warm, start=start, direction=direction)
+    measure_runs(res, runs, pred["prompt_sets"][name]["basin"])
+    for j, r in enumerate(runs):
         rw = res.metrics["reward_mean"][:, j]
         r["reward_late"] = float(np.nanmean(rw[int(0.75 * rw.size):]))
         r["param_dist_final"] = float(res.metrics["param_dist"][-1, j])

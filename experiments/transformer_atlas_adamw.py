@@ -187,43 +187,20 @@ def predict(out: pathlib.Path, log=print, seed_offset: int = SEED_OFFSET):
 
 
 def run(pred, out: pathlib.Path, log=print):
-    import jax
-    import jax.numpy as jnp
-    from jax.flatten_util import ravel_pytree
-
     from grpojax.grpo import Member, train_population
-    from grpojax.grpo._population import WarmStart
-    from grpojax.grpo._trainer import GRPOTrainer
 
     atlas = json.loads((ATLAS / "predictions.json").read_text())
     arrays = dict(np.load(ATLAS / "predictions.npz"))
-    p = atlas["prompt_sets"][SET]
-    cfg = ta.make_config(p["difficulty"], pred["steps"], 0)
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="transformer-atlas-adamw-") as tmp:
-        trainer = GRPOTrainer(cfg, tmp, devices=jax.devices()[:1])
-    _, unravel = ravel_pytree(jax.device_get(trainer.params))
-    warm = WarmStart(trainer.graphdef, unravel(jnp.asarray(arrays[f"{SET}/warm_params"])),
-                     jax.device_get(trainer.rest), trainer)
-    start = unravel(jnp.asarray(arrays[f"{SET}/theta_star"]))
-    direction = unravel(jnp.asarray(arrays[f"{SET}/direction"]))
+    cfg, warm, start, direction = ta.plateau_start(atlas, arrays, SET, pred["steps"])
     runs = [dict(r) for r in pred["runs"]]
     members = [Member(lr=r["eta"], b1=BETA1, b2=BETA2, k_ref=K_REF, beta=ta.BETA, clip_eps=ta.CLIP,
                       seed=pred["seed_offset"] + i, name=f"adamw-cosine-{i:04d}") for i, r in enumerate(runs)]
     res = train_population(cfg, members, None, optimizer="adam", kl_reference="initial", schedule="cosine",
                            warmup_steps=pred["cell"]["warmup_steps"], chunk=20, show_progress=False, warm=warm,
                            start=start, direction=direction)
-    w = pred["basin"]
     for j, r in enumerate(runs):
-        proj = res.metrics["param_proj"][:, j]
         r["member_seed"] = pred["seed_offset"] + j
-        r["measured"] = ta.classify(proj, res.diverged[j], w)
-        r["escaped"] = r["measured"] == "escaped"
-        r["diverged"] = bool(res.diverged[j])
-        r["max_abs_proj_over_w"] = float(np.nanmax(np.abs(proj)) / w) if np.isfinite(proj).any() else math.inf
-        fin = np.isfinite(proj)
-        r["first_exit_step"] = int(np.argmax(np.abs(np.where(fin, proj, np.inf)) > w)) + 1 if r["escaped"] else None
+    ta.measure_runs(res, runs, pred["basin"])
     log(f"{len(runs)} members x {pred['steps']} steps: {res.wall_s:.0f} s wall, "
         f"{float(sum(res.chunk_cpu_s)):.0f} s CPU; escaped {sum(r['escaped'] for r in runs)}")
     return runs, dict(wall_s=res.wall_s, first_call_s=res.chunk_s[0], cpu_s=float(sum(res.chunk_cpu_s)), n=len(runs))

@@ -23,8 +23,8 @@ from typing import Any, Iterable, NamedTuple
 from grpojax._errors import InvalidValueError
 from grpojax._io import write_json
 
-__all__ = ["SUMMARY_FILE", "VERDICTS", "Claim", "experiment_parser", "load_average", "parse_args", "print_claims",
-           "write_summary"]
+__all__ = ["SUMMARY_FILE", "VERDICTS", "Claim", "committed_predictions", "experiment_parser", "load_average",
+           "parse_args", "print_claims", "write_summary"]
 
 SUMMARY_FILE = "summary.json"
 """The file every experiment writes into its output folder, and ``grpojax reproduce`` reads."""
@@ -115,6 +115,18 @@ def print_claims(claims: Iterable[Claim]) -> None:
     """Print each claim as ``[verdict] claim`` with what was measured on the next line."""
     for c in claims:
         print(f"[{c.verdict}] {c.claim}\n    {c.measured}")
+
+
+def committed_predictions(out: str | os.PathLike, quick: bool) -> dict:
+    """The ``predictions.json`` a pre-registered experiment wrote (and committed) in ``out`` before its runs; exits
+    with one line when it was written for the other mode (``--quick`` or not)."""
+    import json  # noqa: PLC0415
+
+    path = pathlib.Path(out) / "predictions.json"
+    pred = json.loads(path.read_text())
+    if pred["quick"] != quick:
+        raise SystemExit(f"{path} was written with quick={pred['quick']}; pass the same --quick")
+    return pred
 
 
 def load_average() -> str:

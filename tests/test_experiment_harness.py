@@ -9,7 +9,8 @@ import pathlib
 import numpy as np
 import pytest
 
-from grpojax._experiment import SUMMARY_FILE, VERDICTS, Claim, experiment_parser, parse_args, print_claims, write_summary
+from grpojax._experiment import (SUMMARY_FILE, VERDICTS, Claim, committed_predictions, experiment_parser, parse_args,
+                                 print_claims, write_summary)
 from grpojax.cli._reproduce import write_report
 
 
@@ -63,3 +64,10 @@ def test_bad_summaries_are_value_errors(tmp_path, claims, results, needle):
 def test_print_claims(capsys):
     print_claims([Claim("c1", "m1", VERDICTS[0]), Claim("c2", "m2", "refuted", paper="p")])
     assert capsys.readouterr().out == "[confirmed] c1\n    m1\n[refuted] c2\n    m2\n"
+
+
+def test_committed_predictions_are_read_for_their_own_mode_only(tmp_path):
+    (tmp_path / "predictions.json").write_text(json.dumps({"quick": True, "predictions": [1, 2]}))
+    assert committed_predictions(tmp_path, True)["predictions"] == [1, 2]
+    with pytest.raises(SystemExit, match="written with quick=True; pass the same --quick"):
+        committed_predictions(tmp_path, False)
