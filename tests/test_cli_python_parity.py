@@ -173,7 +173,7 @@ def check_advise_from_run(argv, tmp, printed):
 
     s = run_settings(argv[argv.index("--from-run") + 1])
     a = advise(eta=s.lr, beta1=s.beta1 if s.beta1 is not None else 0.9, k_ref=s.k_ref or 1, group_size=s.group_size,
-               curvature=_flag(argv, "--curvature"), steps=PLANNED_STEPS)
+               curvature=_flag(argv, "--curvature"), steps=PLANNED_STEPS, prompts_per_step=s.prompts_per_step or 1)
     assert f"{a.damping_ratio:.3g}" in printed and f"{a.exact_critical_eta:.4g}" in printed
     assert f"{a.eta_range[0]:.3g} – {a.eta_range[1]:.3g}" in printed
     for line in str(s).splitlines():  # the settings and where each was read

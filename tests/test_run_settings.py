@@ -33,13 +33,15 @@ def _trl_folder(tmp_path, args: dict, lr_of_step=None):
 def test_trl_run_folder_with_training_args(tmp_path):
     args = {"learning_rate": 2e-6, "lr_scheduler_type": "cosine", "warmup_steps": 10, "beta": 0.04, "epsilon": 0.2,
             "num_generations": 8, "num_iterations": 2, "steps_per_generation": 8, "gradient_accumulation_steps": 4,
-            "temperature": 0.7, "adam_beta1": 0.9, "max_steps": 100}
+            "temperature": 0.7, "adam_beta1": 0.9, "max_steps": 100, "per_device_train_batch_size": 16,
+            "world_size": 2}
     s = run_settings(_trl_folder(tmp_path, args))
     assert (s.lr, s.schedule, s.warmup_steps, s.beta, s.clip_eps, s.group_size, s.temperature) == (
         2e-6, "cosine", 10, 0.04, 0.2, 8, 0.7)
     # K_ref = num_iterations × steps_per_generation / gradient_accumulation_steps = 2 × 8 / 4
     assert s.epochs_per_rollout == 2 and s.mini_batches == 2 and s.k_ref == 4
     assert "training_args.json" in s.sources["lr"] and s.missing() == []
+    assert s.prompts_per_step == 16 * 4 * 2 // 8  # completions of one update / G
 
 
 def test_trl_without_num_iterations_is_one_step_per_rollout(tmp_path):
@@ -96,6 +98,9 @@ def test_verl_console_config_dump(tmp_path):
     assert (s.lr, s.schedule, s.beta, s.clip_eps, s.group_size, s.temperature) == (1e-6, "cosine", 0.01, 0.28, 16, 0.6)
     assert s.warmup_steps == 10  # lr_warmup_steps -1: the ratio 0.05 × total_training_steps 200
     assert s.k_ref == 2 * 256 // 64  # ppo_epochs × train_batch_size / ppo_mini_batch_size (the critic's ignored)
+    # verl counts ppo_mini_batch_size in prompts (× rollout.n samples): one update averages 64 groups
+    assert s.prompts_per_step == 64 and not s.prompts_per_device
+    assert s.sources["prompts_per_step"].startswith("actor_rollout_ref.actor.ppo_mini_batch_size in ")
 
 
 def test_openrlhf_arguments_line(tmp_path):
@@ -108,6 +113,8 @@ def test_openrlhf_arguments_line(tmp_path):
     s = run_settings(log)
     assert (s.beta, s.clip_eps, s.group_size, s.temperature, s.schedule) == (0.01, 0.2, 8, 1.0, "cosine_with_min_lr")
     assert s.k_ref == 2  # max_epochs 1 × rollout_batch_size 128 × n_samples_per_prompt 8 / train_batch_size 512
+    assert s.prompts_per_step == 512 // 8  # train_batch_size samples per update / n_samples_per_prompt
+    assert s.sources["prompts_per_step"].startswith("train_batch_size / n_samples_per_prompt")
 
 
 def test_pickled_training_args_are_not_loaded(tmp_path):
@@ -159,6 +166,12 @@ def test_real_trl_tensorboard_run(real_runs):
     assert (s.lr, s.schedule, s.beta, s.group_size, s.k_ref, s.temperature) == (5e-7, "cosine", 0.04, 4, 1, 0.9)
     # the run stops inside the warmup: train/learning_rate is 8.9127e-10 at step 1 = 5e-7 / 561
     assert s.warmup_steps == 561
+    # its GRPO arguments are exactly TRL 0.14's GRPOConfig fields (max_completion_length, use_vllm, vllm_device,
+    # vllm_gpu_memory_utilization, ...; none of log_completions, sync_ref_model, ... that 0.15 added), where
+    # per_device_train_batch_size (1) counts prompts: 1 × gradient_accumulation_steps 4 per device; the number
+    # of processes is not among the saved arguments
+    assert s.prompts_per_step == 1 * 4 and s.prompts_per_device
+    assert "TRL 0.14" in s.sources["prompts_per_step"] and any("number of processes" in n for n in s.notes)
 
 
 def test_real_trl_trainer_state(real_runs):
@@ -176,6 +189,8 @@ def test_real_verl_console_log(real_runs):
     s = run_settings(real_runs / "searchr1-grpo-resume-wxh" / "train_v2.pre_resume_step100.log")
     assert (s.lr, s.schedule, s.warmup_steps, s.beta, s.clip_eps) == (5e-6, "constant", 30, 0.001, 0.2)
     assert (s.group_size, s.k_ref, s.temperature) == (4, 1, 1.0)
+    # verl-agent: ppo_mini_batch_size 4 × actor_rollout_ref.rollout.n 1 counts samples, not prompt groups
+    assert s.prompts_per_step is None and any("verl-agent" in n for n in s.notes)
 
 
 def test_advise_from_real_run_needs_no_other_flag(real_runs, tmp_path, capsys):
@@ -229,3 +244,138 @@ def test_grpojax_run_folder_states_its_own_settings(tmp_path):
     s = run_settings(tmp_path / "metrics.jsonl")
     assert (s.k_ref, s.beta1, s.lr, s.warmup_steps, s.clip_eps) == (4, 0.8, 2e-4, 5, 0.25)
     assert s.sources["k_ref"].startswith("grpo.k_ref") and s.sources["beta1"].startswith("optim.b1")
+
+
+# --- prompts per optimizer step ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spg", [4, 8])
+def test_trl_prompts_per_step_is_per_device_without_a_world_size(tmp_path, spg):
+    """TRL ≥ 0.15: per_device_train_batch_size × gradient_accumulation_steps completions per device and update,
+    over num_generations; steps_per_generation changes K_ref, not the size of one update."""
+    args = {"learning_rate": 1e-6, "num_generations": 8, "per_device_train_batch_size": 16,
+            "gradient_accumulation_steps": 4, "steps_per_generation": spg}
+    s = run_settings(_trl_folder(tmp_path, args))
+    assert s.prompts_per_step == 16 * 4 // 8 and s.prompts_per_device
+    assert s.k_ref == spg // 4
+    assert s.sources["prompts_per_step"] == ("per_device_train_batch_size × gradient_accumulation_steps / "
+                                             "num_generations, per device in training_args.json")
+    assert len(s.notes) == 1 and "8 × the number of processes" in s.notes[0] and "--prompts-per-step" in s.notes[0]
+
+
+def test_trl_prompts_per_step_with_a_world_size(tmp_path):
+    args = {"learning_rate": 1e-6, "num_generations": 8, "per_device_train_batch_size": 2,
+            "gradient_accumulation_steps": 4, "world_size": 4}
+    s = run_settings(_trl_folder(tmp_path, args))
+    assert s.prompts_per_step == 2 * 4 * 4 // 8 and not s.prompts_per_device and not s.notes
+    assert s.sources["prompts_per_step"].endswith("× world_size in training_args.json")
+
+
+def test_trl_prompts_per_step_not_whole_is_not_read(tmp_path):
+    """1 × 4 completions per device with G = 16: a quarter of a group per device, so the devices (not stated)
+    share groups: no count is made up."""
+    args = {"learning_rate": 1e-6, "num_generations": 16, "per_device_train_batch_size": 1,
+            "gradient_accumulation_steps": 4, "log_completions": False}
+    s = run_settings(_trl_folder(tmp_path, args))
+    assert s.prompts_per_step is None and "prompts_per_step" not in s.sources
+    assert len(s.notes) == 1 and "0.25 is not a whole number" in s.notes[0]
+
+
+def test_trl_014_counts_prompts_per_device(tmp_path):
+    """A full TRL 0.14 GRPOConfig (no key of those 0.15 added): per_device_train_batch_size counts prompts."""
+    v014 = {"learning_rate": 1e-6, "num_generations": 16, "per_device_train_batch_size": 1,
+            "gradient_accumulation_steps": 4, "max_completion_length": 256, "use_vllm": False,
+            "vllm_gpu_memory_utilization": 0.9, "max_prompt_length": 512, "beta": 0.04}
+    s = run_settings(_trl_folder(tmp_path, v014))
+    assert s.prompts_per_step == 1 * 4 and s.prompts_per_device and "TRL 0.14" in s.sources["prompts_per_step"]
+    later = run_settings(_trl_folder(tmp_path, {**v014, "sync_ref_model": False}))  # 0.15 or later: completions
+    assert later.prompts_per_step is None  # 1 × 4 / 16 per device
+
+
+def test_verl_mini_batch_larger_than_the_batch_is_capped(tmp_path):
+    log = tmp_path / "verl.log"
+    log.write_text(VERL_DUMP.replace("'ppo_mini_batch_size': 64", "'ppo_mini_batch_size': 512")
+                   + "(TaskRunner pid=11) step:1 - critic/score/mean:0.2 - actor/lr:1e-06\n")
+    s = run_settings(log)
+    assert s.prompts_per_step == 256 and "capped at data.train_batch_size" in s.sources["prompts_per_step"]
+
+
+def test_openrlhf_train_batch_not_whole_groups(tmp_path):
+    log = tmp_path / "openrlhf.log"
+    log.write_text("Namespace(actor_learning_rate=5e-07, n_samples_per_prompt=8, rollout_batch_size=128, "
+                   "train_batch_size=100)\nEpisode [1/1]:  1%|#| 1/100 [00:10<00:10, 1.0s/it, reward=0.1]\n")
+    s = run_settings(log)
+    assert s.prompts_per_step is None and any("not a whole number of groups" in n for n in s.notes)
+
+
+def test_grpojax_run_states_prompts_per_step(tmp_path):
+    """grpojax's own run: grpo.prompts_per_step of config.yaml, else the trainer's log header; another header's
+    prompts_per_step (a converted run, whose meaning is not known) is not read."""
+    from grpojax.grpo import apply_overrides, load_config, save_config
+    from grpojax.logs import jsonl_header
+
+    rows = "".join(json.dumps({"step": s, "reward_mean": 0.2 + s / 200, "lr": 1e-4}) + "\n" for s in range(1, 31))
+    cfg = apply_overrides(load_config("tiny-arith"), ["grpo.prompts_per_step=6", "warmstart.batch_size=32"])
+    save_config(cfg, tmp_path / "config.yaml")
+    (tmp_path / "metrics.jsonl").write_text(rows)
+    s = run_settings(tmp_path / "metrics.jsonl")
+    assert s.prompts_per_step == 6 and s.sources["prompts_per_step"].startswith("grpo.prompts_per_step in ")
+    for trainer, want in (("grpojax", 12), ("other", None)):
+        run = tmp_path / trainer
+        run.mkdir()
+        head = jsonl_header("r", source="x", meta={"trainer": trainer, "prompts_per_step": 12, "group_size": 4})
+        (run / "metrics.jsonl").write_text(json.dumps(head) + "\n" + rows)
+        got = run_settings(run / "metrics.jsonl")
+        assert got.prompts_per_step == want
+        assert want is None or got.sources["prompts_per_step"] == "the log's header"
+
+
+def _escape_of(**kw):
+    from grpojax._defaults import PLANNED_STEPS
+    from grpojax.monitor import advise
+
+    return advise(beta1=0.9, curvature=0.5, steps=PLANNED_STEPS, **kw)  # advise's defaults: T and AdamW's β₁
+
+
+def test_advise_from_run_takes_the_prompts_per_step(tmp_path, capsys):
+    """advise --from-run uses the run's prompts per step for B = G × prompts (σ²/B of P(escape)); a flag given
+    overrides it; the settings block shows it and the per-device note."""
+    args = {"learning_rate": 1e-6, "num_generations": 8, "per_device_train_batch_size": 16,
+            "gradient_accumulation_steps": 4, "num_iterations": 1}
+    folder = _trl_folder(tmp_path, args)
+    base = ["advise", "--from-run", str(folder), "--curvature", "0.5", "--pass-rate", "0.5"]
+    for extra, prompts in (([], 8), (["--prompts-per-step", "3"], 3)):
+        out = tmp_path / f"a{prompts}.json"
+        assert main([*base, *extra, "--json", str(out)]) == 0
+        printed = capsys.readouterr()
+        got = json.loads(out.read_text())
+        assert got["samples_per_step"] == 8 * prompts
+        a = _escape_of(eta=1e-6, k_ref=1, group_size=8, pass_rate=0.5, prompts_per_step=prompts)
+        assert got["escape_probability"] == pytest.approx(a.escape_probability, rel=1e-9)
+        assert got["run_settings"]["prompts_per_step"] == 8 and got["run_settings"]["prompts_per_device"] is True
+        text = printed.out + printed.err
+        assert "prompts_per_step  8  (per_device_train_batch_size × gradient_accumulation_steps" in text
+        assert "one device's share" in text
+    (tmp_path / "bare").mkdir()
+    bare = _trl_folder(tmp_path / "bare", {"learning_rate": 1e-6, "num_generations": 8})
+    assert main([*base[:2], str(bare), *base[3:], "--json", str(tmp_path / "none.json")]) == 0
+    none = json.loads((tmp_path / "none.json").read_text())
+    printed = capsys.readouterr()
+    assert none["samples_per_step"] == 8 and "prompts per optimizer step are not stated" in printed.out + printed.err
+
+
+def test_advise_from_real_verl_run_takes_its_prompts_per_step(real_logs, tmp_path, capsys):
+    # verl-qwen2-7b-math-gpg.log, the config verl prints at start: data.train_batch_size 1024,
+    # actor_rollout_ref.actor.ppo_mini_batch_size 256, actor_rollout_ref.rollout.n 5, ppo_epochs 1
+    log = real_logs / "verl-qwen2-7b-math-gpg.log"
+    s = run_settings(log)
+    assert (s.prompts_per_step, s.group_size, s.k_ref) == (256, 5, 1024 // 256) and not s.prompts_per_device
+    out = tmp_path / "a.json"
+    assert main(["advise", "--from-run", str(log), "--curvature", "0.5", "--pass-rate", "0.5",
+                 "--json", str(out)]) == 0
+    printed = capsys.readouterr()
+    got = json.loads(out.read_text())
+    assert got["samples_per_step"] == 5 * 256
+    a = _escape_of(eta=s.lr, k_ref=4, group_size=5, pass_rate=0.5, prompts_per_step=256)
+    assert got["escape_probability"] == pytest.approx(a.escape_probability, rel=1e-9)
+    assert "prompts_per_step  256  (actor_rollout_ref.actor.ppo_mini_batch_size in" in printed.out + printed.err

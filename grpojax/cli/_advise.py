@@ -32,7 +32,8 @@ def register(sub) -> None:
     p.add_argument("--from-run", type=in_path, default=None, metavar="RUN",
                    help="a training run's log file or folder (TRL output folder or trainer_state.json, a verl or "
                         "OpenRLHF console log, a TensorBoard folder, a folder with training_args.json / config.yaml): "
-                        "take η (the peak lr), Adam's β₁, K_ref, G and the schedule from its own settings, and fit its "
+                        "take η (the peak lr), Adam's β₁, K_ref, G, the prompts per step and the schedule from its own "
+                        "settings, and fit its "
                         "reward curve for the curvature unless --curvature or --probe is given; flags given override")
     p.add_argument("--eta", type=Real(0, lo_open=True, what="the learning rate"), default=None,
                    help="learning rate η > 0 (required unless --from-run states it)")
@@ -90,7 +91,7 @@ def probe_fit(path: str, *, eta_hb: float, mu: float, k: int, lag: str, k_instan
 
 
 def from_run(args) -> object:
-    """Fill the flags a run's own settings state (η, β₁, K_ref, G) and not given; the run's log becomes the
+    """Fill the flags a run's own settings state (η, β₁, K_ref, G, prompts per step) and not given; the run's log becomes the
     probe when neither --curvature nor --probe is given. Returns the :class:`grpojax.logs.RunSettings`."""
     from grpojax.logs import run_settings  # noqa: PLC0415
 
@@ -114,6 +115,11 @@ def from_run(args) -> object:
         if s.k_ref is None:
             args.assumed.append("the updates per rollout are not stated in the run's files: K_ref = 1 (the default of "
                                 "TRL's num_iterations and verl's ppo_epochs; --k-ref to change)")
+    if args.prompts_per_step is None:  # B = G × prompts samples per step: the noise σ²/B of P(escape)
+        args.prompts_per_step = int(s.prompts_per_step) if s.prompts_per_step is not None else 1
+        if s.prompts_per_step is None:
+            args.assumed.append("the prompts per optimizer step are not stated in the run's files: 1 (the fewest, "
+                                "so the noise σ²/B is the largest; --prompts-per-step to change)")
     if args.group_size is None:
         if s.group_size is None:
             raise CLIError(f"{where}: the group size G is not stated in the run's files; give --group-size"
@@ -133,8 +139,9 @@ def add_escape_args(p) -> None:
                         "or pass rate p)")
     p.add_argument("--escape-level", type=Real(0, 1, lo_open=True, hi_open=True, what="a probability"),
                    default=ESCAPE_LEVEL, help=f"bound on P(escape within the run) the advice keeps (default {ESCAPE_LEVEL:g})")
-    p.add_argument("--prompts-per-step", type=Int(1, what="prompts per optimizer step"), default=1,
-                   help="prompts whose groups one optimizer step averages: B = G × prompts samples per step (default 1)")
+    p.add_argument("--prompts-per-step", type=Int(1, what="prompts per optimizer step"), default=None,
+                   help="prompts whose groups one optimizer step averages: B = G × prompts samples per step "
+                        "(default 1, or the run's own with --from-run)")
     p.add_argument("--reward-std", type=Real(0, what="a standard deviation"), default=None,
                    help="a log's mean within-group reward std: σ² = G/(G − 1) · std² when --noise is not given")
     add_batch_reuse_arg(p)
@@ -151,6 +158,8 @@ def run(args) -> int:
         raise CLIError("--from and --probe both give the curvature; give one")
     measured = apply_from(args)
     settings = from_run(args) if args.from_run is not None else None
+    if args.prompts_per_step is None:
+        args.prompts_per_step = 1
     if measured is not None and args.group_size is None:
         args.group_size = measured["group_size"]
     for flag, value in (("--eta", args.eta), ("--group-size", args.group_size)):
@@ -238,7 +247,8 @@ def run(args) -> int:
         t.add_row("zero-variance groups", "give --pass-rate or --probe")
     out = {"lag": lag, **a.to_dict()}
     if settings is not None:
-        out["run_settings"] = {**{k: getattr(settings, k) for k in settings.NAMES}, "sources": settings.sources}
+        out["run_settings"] = {**{k: getattr(settings, k) for k in settings.NAMES},
+                               "prompts_per_device": settings.prompts_per_device, "sources": settings.sources}
     if probe is not None:
         out["probe"] = {k: v for k, v in probe.items()}
     if sched is not None:

@@ -1,4 +1,5 @@
-"""A training run's own settings (lr, schedule, warmup, β, clip ε, G, K_ref, temperature), from its files.
+"""A training run's own settings (lr, schedule, warmup, β, clip ε, G, K_ref, temperature, prompts per
+optimizer step), from its files.
 
 :func:`run_settings` gathers them from what the log readers attached (the hyperparameter files of
 :mod:`grpojax.logs._hparams`), the ``TrainingArguments`` a Hugging Face ``Trainer`` writes into
@@ -60,6 +61,10 @@ class RunSettings:
         k_ref: optimizer steps per rollout, ``epochs_per_rollout × mini_batches`` (factors not stated count
             as 1 when the other is stated), or None.
         temperature: sampling temperature of the training rollouts, or None.
+        prompts_per_step: prompts (groups of G completions) whose gradients one optimizer step averages, or
+            None (the rules per framework are those of :func:`run_settings`).
+        prompts_per_device: True when ``prompts_per_step`` is one device's share: a TRL run whose files do
+            not state the number of processes (the run's figure is this × the number of processes).
         beta1: Adam's β₁, or None.
         max_steps: planned optimizer steps, or None.
         sources: ``{setting: where it was read}`` (a file and key, or the logged learning rate).
@@ -76,12 +81,15 @@ class RunSettings:
     mini_batches: int | None = None
     k_ref: int | None = None
     temperature: float | None = None
+    prompts_per_step: int | None = None
+    prompts_per_device: bool = False
     beta1: float | None = None
     max_steps: int | None = None
     sources: dict = dataclasses.field(default_factory=dict)
     notes: tuple = ()
 
-    NAMES = ("lr", "schedule", "warmup_steps", "beta", "clip_eps", "group_size", "k_ref", "temperature")
+    NAMES = ("lr", "schedule", "warmup_steps", "beta", "clip_eps", "group_size", "k_ref", "temperature",
+             "prompts_per_step")
     """The settings a report lists, in order."""
 
     def missing(self) -> list[str]:
@@ -155,6 +163,9 @@ def settings_of(scalars: dict[str, Any], label: str) -> tuple[dict[str, Any], di
         keys = " × ".join(k for k in (src.get("epochs_per_rollout", "").split(" in ", 1)[0],
                                        mb[1] if mb else "") if k)
         put("k_ref", int((vals.get("epochs_per_rollout") or 1) * (mb[0] if mb else 1)), keys)
+    pp = _prompts_per_step(scalars, vals.get("group_size"), src.get("group_size", "").split(" in ", 1)[0])
+    if pp is not None:  # (prompts or None, per device, note): kept together, from the first file that states them
+        vals["prompts"], src["prompts"] = pp[:3], f"{pp[3]} in {label}"
     steps, k = _setting(scalars, ("total_training_steps", "max_steps", "num_train_steps", "total_steps"),
                         prefer=lambda x: x > 0)  # -1: not set (TRL, verl)
     put("max_steps", steps if steps is not None and steps > 0 else None, k)
@@ -178,6 +189,61 @@ def _mini_batches(scalars: dict) -> tuple[int, str] | None:
     n, kn = get("n_samples_per_prompt")
     if rollout and train and n:  # OpenRLHF: rollout_batch_size prompts × n samples, train_batch_size samples
         return max(int(rollout * n // train), 1), f"{kr} × {kn} / {kt}"
+    return None
+
+
+#: keys TRL's GRPOConfig gained in 0.15 and kept since; a full dump of a GRPOConfig without any of them is TRL 0.14's
+_TRL_SINCE_015 = ("ds3_gather_for_generation", "reward_weights", "sync_ref_model", "log_completions")
+
+
+def _has(scalars: dict, name: str) -> bool:
+    return any(k.lower() == name or k.lower().endswith("." + name) for k in scalars)
+
+
+def _prompts_per_step(scalars: dict, g, kg: str) -> tuple[int | None, bool, str | None, str] | None:
+    """``(prompts per optimizer step or None, per device, note or None, keys)`` where the config states its
+    batch sizes; None where it does not. ``g`` and ``kg``: the group size read and its key."""
+    def get(*names):
+        return _setting(scalars, names, prefer=lambda x: x > 0)
+
+    own, ko = get("grpo.prompts_per_step")  # grpojax: every update of a refresh period takes the whole batch
+    if own and own == int(own):
+        return int(own), False, None, ko
+    train, kt = get("train_batch_size")
+    mini, km = get("ppo_mini_batch_size")
+    if train and mini and kt and km and "data." in kt.lower():  # verl: both in prompts, mini = one update
+        if kg.lower().endswith("env.rollout.n"):  # verl-agent: G is env.rollout.n, the actor's is 1
+            return (None, False, f"{km} {int(mini)} counts the samples of one update (verl-agent: "
+                    "actor_rollout_ref.rollout.n is 1 and each turn of a trajectory is a sample), not prompts: the "
+                    "prompts per optimizer step are not read from the run's files", km)
+        if mini == int(mini):
+            return int(min(mini, train)), False, None, km + (f" (capped at {kt})" if mini > train else "")
+    rollout, kr = get("rollout_batch_size")
+    n, kn = get("n_samples_per_prompt")
+    if rollout and train and n and kr and kn:  # OpenRLHF: train_batch_size samples per update, n per prompt
+        q = train / n
+        if q == int(q):
+            return int(q), False, None, f"{kt} / {kn}"
+        return (None, False, f"{kt} {train:g} is not a whole number of groups of {kn} {n:g}: the prompts per "
+                "optimizer step are not read", f"{kt} / {kn}")
+    pd, kp = get("per_device_train_batch_size")
+    ga, ka = get("gradient_accumulation_steps")
+    if pd and ga and g and kg.lower().endswith("num_generations"):  # TRL's GRPOConfig
+        world, kw = get("world_size", "num_processes", "n_gpus")
+        v014 = (_has(scalars, "max_completion_length") and _has(scalars, "vllm_gpu_memory_utilization")
+                and not any(_has(scalars, k) for k in _TRL_SINCE_015))
+        per = pd * ga if v014 else pd * ga / g  # TRL 0.14 counted per_device_train_batch_size in prompts
+        keys = f"{kp} × {ka}" + ("" if v014 else f" / {kg}") + (f" × {kw}" if world else ", per device")
+        if v014:
+            keys += " (TRL 0.14: per_device_train_batch_size counts prompts)"
+        total = per * world if world else per
+        if not (total >= 1 and total == int(total)):
+            return (None, False, f"{keys} = {total:g} is not a whole number of prompts"
+                    + ("" if world else " (the number of processes is not in the run's files)")
+                    + ": the prompts per optimizer step are not read", keys)
+        return (int(total), not world, None if world else
+                f"prompts_per_step {int(total)} is one device's share: the run's figure is {int(total)} × the number "
+                "of processes, which its files do not state (--prompts-per-step to give it)", keys)
     return None
 
 
@@ -307,7 +373,7 @@ def _tensorboard_args(folder: str) -> dict | None:
 
 
 def run_settings(run_or_path) -> RunSettings:
-    """The run's own settings: lr, schedule, warmup, β, clip ε, G, K_ref and temperature.
+    """The run's own settings: lr, schedule, warmup, β, clip ε, G, K_ref, temperature, prompts per step.
 
     Read, first source first, from: the hyperparameter files beside the log (TRL/transformers
     ``training_args.json``, a hydra ``config.yaml``, ``args.json``, ...; a W&B config or MLflow
@@ -321,6 +387,24 @@ def run_settings(run_or_path) -> RunSettings:
     ``num_iterations × steps_per_generation / gradient_accumulation_steps``, verl's ``ppo_epochs ×
     data.train_batch_size / ppo_mini_batch_size``, OpenRLHF's ``max_epochs × rollout_batch_size ×
     n_samples_per_prompt / train_batch_size``.
+
+    The prompts per optimizer step (the groups whose gradients one update averages; the escape model's
+    noise is σ²/B with B = G × prompts) are read where the config states the batch sizes:
+
+    - grpojax: ``grpo.prompts_per_step`` (every update of a refresh period takes the whole rollout batch);
+      a grpojax run log's header states it too;
+    - verl: ``actor_rollout_ref.actor.ppo_mini_batch_size``, in prompts across all devices (verl multiplies
+      it by ``rollout.n`` for the samples of one update), at most ``data.train_batch_size``. Not read for
+      verl-agent (G in ``env.rollout.n``, the actor's ``rollout.n`` 1), whose mini-batch counts samples;
+    - OpenRLHF: ``train_batch_size / n_samples_per_prompt`` (``train_batch_size`` counts the samples of one
+      update), where that is a whole number;
+    - TRL: ``per_device_train_batch_size × gradient_accumulation_steps × world size / num_generations``
+      completions per update over G; the world size (``world_size``, ``num_processes`` or ``n_gpus``) is
+      not among ``TrainingArguments``' saved fields, so without it the figure is one device's share
+      (``prompts_per_device`` True, with a note) and is kept only when it is a whole number. TRL 0.14
+      (a full ``GRPOConfig`` without the keys 0.15 added) counted ``per_device_train_batch_size`` in
+      prompts: there it is ``per_device_train_batch_size × gradient_accumulation_steps`` per device.
+      ``steps_per_generation`` sets how many updates one generation batch feeds, not the size of one.
 
     Args:
         run_or_path: a :class:`grpojax.logs.RunLog` or a log file or folder (read by ``read_log``).
@@ -402,12 +486,23 @@ def run_settings(run_or_path) -> RunSettings:
         vals["warmup_steps"], src["warmup_steps"] = 0, src["warmup_ratio"]
     if "k_ref" not in vals and vals.get("epochs_per_rollout") is not None:  # stated by the log itself
         vals["k_ref"], src["k_ref"] = vals["epochs_per_rollout"], src["epochs_per_rollout"]
-    ints = ("warmup_steps", "group_size", "epochs_per_rollout", "mini_batches", "k_ref", "max_steps")
-    kw = {k: (int(v) if k in ints else (str(v) if k == "schedule" else float(v)))
+    notes = []
+    prompts, where = vals.pop("prompts", None), src.pop("prompts", None)
+    if prompts is not None:  # the first file that states the batch sizes: its count, or why there is none
+        if prompts[0] is not None:
+            vals["prompts_per_step"], src["prompts_per_step"] = prompts[0], where
+            vals["prompts_per_device"] = prompts[1]
+        if prompts[2]:
+            notes.append(prompts[2])
+    elif run.meta.get("trainer") == "grpojax" and isinstance(run.meta.get("prompts_per_step"), int):
+        vals["prompts_per_step"], src["prompts_per_step"] = run.meta["prompts_per_step"], "the log's header"
+    ints = ("warmup_steps", "group_size", "epochs_per_rollout", "mini_batches", "k_ref", "max_steps",
+            "prompts_per_step")
+    kw = {k: (int(v) if k in ints else (str(v) if k == "schedule" else bool(v) if k == "prompts_per_device"
+                                        else float(v)))
           for k, v in vals.items() if k in RunSettings.__dataclass_fields__ and v is not None}
-    notes = ()
     if pickled and not {"lr", "group_size"} <= set(kw):
-        notes = (f"{os.path.join(pickled[0], 'training_args.bin')} is a pickle and is not loaded (it can run code); "
-                 "write the arguments as JSON beside it, e.g. open('training_args.json', 'w')"
-                 ".write(trainer.args.to_json_string()), or give the missing settings as flags",)
-    return RunSettings(**kw, sources={k: v for k, v in src.items() if k in kw}, notes=notes)
+        notes.insert(0, f"{os.path.join(pickled[0], 'training_args.bin')} is a pickle and is not loaded (it can run "
+                     "code); write the arguments as JSON beside it, e.g. open('training_args.json', 'w')"
+                     ".write(trainer.args.to_json_string()), or give the missing settings as flags")
+    return RunSettings(**kw, sources={k: v for k, v in src.items() if k in kw}, notes=tuple(notes))
