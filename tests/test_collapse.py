@@ -176,6 +176,26 @@ def test_what_is_not_a_collapse(case):
     assert res.verdict == "not_detected", res.reason
 
 
+@pytest.mark.parametrize("fall", [2, 40])
+@pytest.mark.parametrize("seed", [*range(8), 139])
+def test_a_run_that_falls_away_at_the_end_never_has_plateau_as_its_main_finding(seed, fall):
+    """200 points, reward noise sd 0.1: the reward rises, then from index 140 loses 0.8 of its rise over ``fall``
+    points and stays down (2: a collapse; 40: a fall over a fifth of the run, too slow for the collapse finding
+    to be sure of). Whatever the collapse finding says, the learning plateau is never the main finding; a plateau
+    that is still reported is marked as the level the reward fell to. Seed 139 with fall 2 is the simulated
+    collapse the benchmark missed, reported as a plateau by the one-sided gate."""
+    n, onset = 200, 140
+    level = 0.1 + 0.6 * (1 - np.exp(-(onset - 1) / (n / 8)))
+    run, _, _ = _collapsing(n=n, onset=onset, fall=fall, noise=0.1, seed=seed, floor=level - 0.8 * (level - 0.1),
+                            precursors={"entropy": 10})
+    d = diagnose(run, validity=False)
+    assert d.main_finding != "learning_plateau", d["learning_plateau"].reason
+    plateau = d["learning_plateau"]
+    assert not plateau.detected or plateau.panel_data.get("fell"), plateau.reason
+    if d.main_finding is None and d.findings:  # the header says why there is none
+        assert "no main finding" in str(d).splitlines()[0]
+
+
 def test_collapse_goes_into_the_json():
     run, onset, _ = _collapsing(seed=0, precursors={"entropy": 40})
     back = json.loads(json.dumps(diagnose(run, validity=False).to_dict()))
@@ -242,3 +262,39 @@ def test_a_run_ending_in_a_collapse_never_has_plateau_as_its_main_finding(labell
             assert d.main_finding == "collapse", run.name
             plateau = d["learning_plateau"]
             assert not plateau.detected or "collapse" in plateau.reason, run.name
+
+
+def test_a_real_run_whose_last_segment_falls_never_has_plateau_as_its_main_finding(labelled):
+    """On every real run whose monitored reward (eval_reward with >= 8 points, else reward_mean) falls at the end
+    of its last segment (from the reward's last event), or whose last event is a drop, the learning plateau is not
+    the main finding. Falls, by an independent least-squares fit (scipy's linregress): some trailing stretch of
+    the last segment with at least a quarter of the points and >= 10 points (starts every max(1, n // 200)
+    points, as the detector looks) has a gain whose 95 % upper bound is below -max(1.5 robust noise sd, 5 % of
+    the raw range): a bound no smaller than the detector's own."""
+    from scipy.stats import linregress, median_abs_deviation
+
+    hits = []
+    for run, _, d in labelled:
+        col = "eval_reward" if run.count("eval_reward") >= 8 else "reward_mean"
+        if run.count(col) < 20:
+            continue
+        s, y = run.series(col)
+        keep = np.isfinite(y)
+        s, y = s[keep].astype(float), y[keep]
+        n = y.size
+        se = d.events.get(col)
+        last = se.events[-1] if se is not None and se.events else None
+        k = int(np.searchsorted(s, last.step)) if last is not None else 0
+        sigma = median_abs_deviation(np.diff(y), scale="normal") / np.sqrt(2)
+        bound = 1.0001 * max(CFG.plateau_decline_sd * sigma, CFG.plateau_min_gain * np.ptp(y))
+        shortest = max(10, int(np.ceil(n / 4)))
+
+        def upper(j):
+            fit = linregress(s[j:], y[j:])
+            return (fit.slope + 1.96 * fit.stderr) * (s[-1] - s[j])
+
+        falls = any(upper(j) < -bound for j in range(k, n - shortest + 1, max(1, n // 200)))
+        if falls or (last is not None and last.direction == "down"):
+            hits.append(run.name)
+            assert d.main_finding != "learning_plateau", (run.name, d["learning_plateau"].reason)
+    assert hits, "the development corpus has runs whose last segment falls"

@@ -302,6 +302,56 @@ def test_slow_significant_rise_is_not_a_plateau():
     assert detect_learning_plateau(RunLog.from_columns({"reward_mean": flat}), CFG).verdict == "detected"
 
 
+def _rise_then(tail: str, n=200, seed=0):
+    """A reward rising from 0.1 towards 0.7 (time constant n/8) with Gaussian noise sd 0.03; ``tail``
+    ``"flat"`` keeps it there, ``"falling"`` takes 0.3 off it linearly over the last 60 % of the run (a
+    straight line through the rise and the decline is flat: the one-sided gate took it for a plateau)."""
+    t = np.arange(n, dtype=float)
+    y = 0.1 + 0.6 * (1 - np.exp(-t / (n / 8))) + 0.03 * np.random.default_rng(seed).standard_normal(n)
+    if tail == "falling":
+        a = int(0.4 * n)
+        y = y - 0.3 * np.clip((t - a) / (n - 1 - a), 0, 1)
+    return {"reward_mean": y}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_falling_tail_is_not_a_plateau_and_a_flat_tail_still_is(seed):
+    """The plateau gate is two-sided: a trailing stretch that loses, at the 95 % level, more than
+    plateau_decline_sd robust noise sd (or plateau_min_gain x the range) is falling, not flat."""
+    from scipy.stats import median_abs_deviation
+
+    cols = _rise_then("falling", seed=seed)
+    d = diagnose(cols, validity=False)
+    res = d["learning_plateau"]
+    assert res.verdict == "not_detected" and "falls at the end of the run" in res.reason, res.reason
+    assert d.main_finding != "learning_plateau"
+    # the decline bound from an independent robust noise estimate (scipy's normal-scaled MAD of the differences)
+    y = cols["reward_mean"]
+    sigma = median_abs_deviation(np.diff(y), scale="normal") / np.sqrt(2)
+    (gate,) = [e for e in res.evidence if e.statistic.startswith("largest decline of a trailing stretch within")]
+    smooth = res.panel_data["smooth"][1]
+    assert gate.threshold == pytest.approx(max(CFG.plateau_min_gain * np.ptp(smooth),
+                                               CFG.plateau_decline_sd * sigma), rel=1e-5)  # 1.4826 vs 1.482602
+    # and the last quarter of the run does fall by more than it, by least squares (np.polyfit)
+    t = np.arange(y.size, dtype=float)
+    q = int(0.75 * y.size)
+    assert -np.polyfit(t[q:], y[q:], 1)[0] * (t[-1] - t[q]) > gate.threshold
+    # the same rise with a flat tail is a plateau, the main finding, not marked as a fall
+    d = diagnose(_rise_then("flat", seed=seed), validity=False)
+    res = d["learning_plateau"]
+    assert res.verdict == "detected" and "fell" not in res.panel_data, res.reason
+    assert d.main_finding == "learning_plateau"
+
+
+def test_plateau_decline_sd_sets_the_falling_gate():
+    """With the decline bound out of reach the falling tail passes the one-sided gate again (the setting is
+    the one the detector reads)."""
+    cols = _rise_then("falling")
+    off = CFG.replace(plateau_decline_sd=1e6)
+    assert detect_learning_plateau(RunLog.from_columns(cols), off).verdict == "detected"
+    assert detect_learning_plateau(RunLog.from_columns(cols), CFG).verdict == "not_detected"
+
+
 def _blowing_up(n=40, seed=0):
     """Reward falls to zero while token entropy grows from ~1 to ~6 nats (too large steps)."""
     rng = np.random.default_rng(seed)

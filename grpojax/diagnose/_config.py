@@ -68,6 +68,10 @@ gap reads better. Measured gaps (quick benchmark, 2026-11-29):
   ``plateau_fraction = 0.25`` of the run (and at least ``plateau_min_points = 10`` points, or a third of a
   sparse eval series' points) with a
   gain whose 95 % upper confidence bound is below ``plateau_min_gain = 0.05`` of the curve's range.
+  The gate is two-sided: a trailing stretch whose gain's 95 % upper bound is below -max(
+  ``plateau_decline_sd = 1.5`` robust noise sd, ``plateau_min_gain`` x the range) falls (the mirror of
+  the flat side, whose 95 % upper bound must stay below +max(0.05 x range, 1.5 noise sd)); the plateau
+  starts after the last such stretch, and a flat stretch the reward fell into is never the main finding.
   ``clip_frac_high = 0.2`` (5-point running median; PPO's own diagnostic is that clip fractions
   above 0.1-0.2 mean too large steps; the collapsed e8 run sits at 0.3-0.9, healthy runs <= 0.05).
   ``kl_bound = 1.0`` nats (a policy this far from its reference is no longer anchored), or
@@ -162,6 +166,9 @@ class DiagnoseConfig(Config):
         plateau_fraction: learning plateau when the trailing flat stretch covers >= this of the run ...
         plateau_min_points: ... and at least this many points (a sparse eval series: a third of its points, >= 4) ...
         plateau_min_gain: ... with the 95 % upper bound of its gain below this x the curve's range.
+        plateau_decline_sd: a trailing stretch is falling, not flat, when the 95 % upper bound of its gain
+            is below -(this many robust noise sd, or ``plateau_min_gain`` x the range, whichever is larger);
+            a flat stretch reached by such a fall is never the main finding.
         clip_frac_high: clip saturation when the running median of clip_frac is >= this.
         kl_bound: KL drift when the late median KL is >= this (nats) ...
         kl_growth_ratio: ... or the last third's KL slope is >= this x the run's mean slope ...
@@ -241,6 +248,7 @@ class DiagnoseConfig(Config):
     plateau_fraction: Finite = Field(0.25, ge=0)
     plateau_min_points: Int = Field(10, ge=3)  # a least-squares gain needs >= 3 points
     plateau_min_gain: Finite = Field(0.05, ge=0)
+    plateau_decline_sd: Finite = Field(1.5, ge=0)
     clip_frac_high: Finite = Field(0.2, ge=0)
     kl_bound: Finite = Field(1.0, ge=0)
     kl_growth_ratio: Finite = Field(0.5, ge=0)

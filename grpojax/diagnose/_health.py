@@ -11,8 +11,14 @@ range, statistic and threshold) like the four modes, and a "what to change" text
   ``reward_mean``) gained nothing over a trailing stretch of >= ``plateau_fraction`` of the run: the
   95 % upper confidence bound of the stretch's least-squares gain is below ``plateau_min_gain`` x the
   curve's range (or 1.5 per-step noise standard deviations, whichever is larger) and its 95 % lower
-  bound is not above zero (a slow but significant rise is still learning). Reports the best
-  step (maximum of the smoothed curve): where to stop.
+  bound is not above zero (a slow but significant rise is still learning). Two-sided: a trailing stretch
+  whose gain has its 95 % upper bound below -max(``plateau_decline_sd`` robust noise sd
+  (:func:`grpojax.diagnose._events.noise_sd`), ``plateau_min_gain`` x the range) is falling, and the
+  plateau starts after the last falling trailing stretch of the last segment (a rise then a fall, whose
+  straight line is flat, is no plateau). A flat stretch the reward fell into (a longer trailing stretch
+  falls, or the reward's last event is a drop from more than that bound above the stretch's mean) is
+  still reported, marked as the level the reward fell to (``panel_data["fell"]``): never the main finding.
+  Reports the best step (maximum of the smoothed curve): where to stop.
 - ``clip_saturation``: 5-point running median of ``clip_frac`` >= ``clip_frac_high``.
 - ``kl_drift``: late median ``kl`` >= ``kl_bound``, or the KL still grows in the last third of the
   run at >= ``kl_growth_ratio`` of its whole-run rate (slope t >= ``kl_growth_t``, level >=
@@ -41,6 +47,7 @@ import numpy as np
 from grpojax.diagnose import _advice
 from grpojax.diagnose._blowup import blowup_evidence, nonfinite_steps
 from grpojax.diagnose._config import DiagnoseConfig
+from grpojax.diagnose._events import noise_sd
 from grpojax.diagnose._format import comparison
 from grpojax.diagnose._stats import (centred_mean, clip_window, edge_windows, episodes_from_mask, initial_window,
                                      linregress, running_median, running_quantile)
@@ -177,8 +184,10 @@ def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig, *, events: dict | 
     """Learning plateau: a trailing flat stretch, with the best step (where to stop).
 
     With ``events`` the stretch lies within the curve's last segment (no trend verdict across an event);
-    after a collapse (``collapse_onset``) a flat tail is the collapsed level: the reason says so (the
-    collapse, not the plateau, is then the run's main finding, :attr:`grpojax.diagnose.Diagnosis.main_finding`).
+    after a collapse (``collapse_onset``) a flat tail is the collapsed level, and after a fall (a falling
+    longer trailing stretch, or a drop at the reward's last event) the level the reward fell to: the reason
+    says so and ``panel_data["fell"]`` marks it (the plateau is then never the run's main finding,
+    :attr:`grpojax.diagnose.Diagnosis.main_finding`). A run whose reward falls at its end has no plateau.
     """
     mode = "learning_plateau"
     use_eval = run.count("eval_reward") >= _EVAL_MIN
@@ -197,31 +206,72 @@ def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig, *, events: dict | 
     rng = float(np.ptp(smooth))
     bound = max(cfg.plateau_min_gain * rng, 1.5 * noise)
     min_len = int(min(cfg.plateau_min_points, max(4, n // 3)))  # sparse eval: a third of its points
-    se = (events or {}).get(col)
+    # two-sided: a stretch that confidently loses more than this (the 95 % upper bound of its gain below
+    # -drop_bound) is falling, not flat; the noise is the robust one of the events (a fall does not inflate it)
+    sigma = noise_sd(y)
+    drop_bound = max(cfg.plateau_min_gain * rng, cfg.plateau_decline_sd * sigma)
+    sev = (events or {}).get(col)
+    last_event = sev.events[-1] if sev is not None and sev.events else None
     first = 0
-    if se is not None and se.events:  # the last segment only: a trend is not judged across an event
-        first = int(np.searchsorted(s, se.events[-1].step))
+    if last_event is not None:  # the last segment only: a trend is not judged across an event
+        first = int(np.searchsorted(s, last_event.step))
     if collapse_onset is not None:  # a collapse ends a segment too (also of a series too short to segment)
         first = max(first, int(np.searchsorted(s, collapse_onset)))
     starts = range(min(first, max(n - min_len, 0)), n - min_len + 1, max(1, n // 200))
+    gains = {i: _gain(s[i:].astype(float), y[i:]) for i in starts}
+    # every trailing stretch of the last segment is looked at: one that falls anywhere in it ends the search (a
+    # rise then a fall can have a flat straight line; the plateau starts after the last falling stretch)
+    falling = [i for i, (g, g_se) in gains.items() if g + 1.96 * g_se < -drop_bound]
+    last_fall = max(falling, default=-1)
     best_start, best = None, (float("nan"), float("nan"))
-    for i in starts:  # the longest trailing stretch whose gain is bounded and not significantly positive
-        g, se = _gain(s[i:].astype(float), y[i:])
-        if g + 1.96 * se <= bound and g - 1.96 * se <= 0.0:
-            best_start, best = i, (g, se)
+    for i in starts:  # the longest trailing stretch whose gain is bounded and neither rises nor falls significantly
+        g, g_se = gains[i]
+        if i > last_fall and g + 1.96 * g_se <= bound and g - 1.96 * g_se <= 0.0:
+            best_start, best = i, (g, g_se)
             break
     if best_start is None:
         i = n - min_len
-        best_start, best = i, _gain(s[i:].astype(float), y[i:])
+        best_start, best = i, gains.get(i) or _gain(s[i:].astype(float), y[i:])
     i = best_start
-    g, se = best
+    g, g_se = best
     share = (n - i) / n
     seg = s[i:]
     ev.append(make_evidence(col, seg, "gain over the trailing stretch, 95% upper bound (flat: at most "
-                            f"{cfg.plateau_min_gain:g} x the curve's range or 1.5 noise sd)", g + 1.96 * se, bound,
+                            f"{cfg.plateau_min_gain:g} x the curve's range or 1.5 noise sd)", g + 1.96 * g_se, bound,
                             "<=", kind="gate", label="trailing gain, 95% upper bound"))
     ev.append(make_evidence(col, seg, "gain over the trailing stretch, 95% lower bound (still rising while above 0)",
-                            g - 1.96 * se, 0.0, "<=", kind="gate", label="trailing gain, 95% lower bound"))
+                            g - 1.96 * g_se, 0.0, "<=", kind="gate", label="trailing gain, 95% lower bound"))
+    # the largest confident decline of a trailing stretch within this one (this one included): none when the
+    # search found a flat stretch; a fallback stretch at the end of the run may fall
+    def worst_of(js):
+        return min(js, key=lambda j: gains[j][0] + 1.96 * gains[j][1]) if js else None
+
+    inner = worst_of([j for j in falling if j >= i])
+    ev.append(make_evidence(col, s[inner:] if inner is not None else seg,
+                            "largest decline of a trailing stretch within it, 95% lower bound (falling, not flat, "
+                            f"above {cfg.plateau_decline_sd:g} robust noise sd or {cfg.plateau_min_gain:g} x the "
+                            "curve's range; 0: none fell)",
+                            -(gains[inner][0] + 1.96 * gains[inner][1]) if inner is not None else 0.0, drop_bound,
+                            "<=", kind="gate", label="trailing decline, 95% lower bound"))
+    outer = worst_of([j for j in falling if j < i])
+    if outer is not None:
+        e = make_evidence(col, s[outer:], "largest decline of a longer trailing stretch of the last segment, 95% "
+                          "lower bound (the reward fell into the stretch)", -(gains[outer][0] + 1.96 * gains[outer][1]),
+                          drop_bound, ">=", kind="gate")
+        ev.append(e._replace(role="supporting", score=0.0))
+    # the reward fell into the flat stretch: a longer trailing stretch falls, or the last segment starts with a
+    # drop from above the stretch's level (the stretch is still flat, but the fall, not a plateau, is the news)
+    fell: list[tuple[float, float]] = []  # (step the fall starts from, decline)
+    if outer is not None:
+        fell.append((float(s[outer]), -gains[outer][0]))
+    if last_event is not None and last_event.direction == "down":
+        drop = last_event.before - float(np.mean(y[i:]))
+        e = make_evidence(col, (last_event.last_before, float(seg[-1])),
+                          f"level before the drop at step {last_event.step:g} - the stretch's mean (the reward fell "
+                          "into the stretch when above the decline bound)", drop, drop_bound, ">=", kind="gate")
+        ev.append(e._replace(role="supporting", triggered=bool(drop > drop_bound), score=0.0))
+        if drop > drop_bound:
+            fell.append((float(last_event.last_before), drop))
     e = make_evidence(col, seg, "trailing flat stretch / run (points)", share, cfg.plateau_fraction, ">=",
                       kind="fraction", label="flat stretch / run")
     if e.triggered and n - i < min_len:
@@ -231,17 +281,33 @@ def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig, *, events: dict | 
     ev.append(make_evidence(col, s[k:k + 1], "best step (maximum of the smoothed curve)", float(s[k])))
     ev.append(make_evidence(col, s[k:k + 1], "best smoothed value", float(smooth[k])))
     ev.append(make_evidence(col, seg, "least-squares gain over the trailing stretch", g))
-    ev.append(make_evidence(col, seg, "95% CI half-width of that gain", 1.96 * se))
+    ev.append(make_evidence(col, seg, "95% CI half-width of that gain", 1.96 * g_se))
+    ev.append(make_evidence(col, s, "robust noise sd (MAD of first differences)", sigma))
     panel = {col: (s, y), "smooth": (s, smooth), "best_step": float(s[k]), "plateau": (float(seg[0]), float(seg[-1])),
              "column": col}
     res = _finish(mode, ev, [(float(seg[0]), float(seg[-1]))], panel, lambda r: _advice.plateau(r, col),
                   require_all=True)
-    if collapse_onset is not None and res.detected and seg[0] >= collapse_onset:
-        # the flat tail is the collapsed level: still flat (reported), never the main finding
-        import dataclasses  # noqa: PLC0415
+    import dataclasses  # noqa: PLC0415
 
+    if not res.detected:
+        j = worst_of(falling)
+        if j is not None:  # say why: the reward falls at the end of the run
+            res = dataclasses.replace(res, reason=f"{col} falls at the end of the run, not flat (a decline of "
+                                                  f"{-gains[j][0]:.3g} over steps {s[j]:g}-{s[-1]:g}); " + res.reason)
+        return res
+
+    if collapse_onset is not None and seg[0] >= collapse_onset:
+        # the flat tail is the collapsed level: still flat (reported), never the main finding
         res = dataclasses.replace(res, reason=f"the collapsed level after the collapse at step {collapse_onset:g}: "
-                                              + res.reason)
+                                              + res.reason,
+                                  panel_data=dict(res.panel_data, fell={"step": float(collapse_onset),
+                                                                        "decline": float("nan")}))
+    elif fell:
+        # the reward fell into the flat stretch: still flat (reported), never the main finding
+        frm, drop = min(fell)
+        res = dataclasses.replace(res, reason=f"the level {col} fell to (a decline of {drop:.3g} from step {frm:g}; "
+                                              "a fall, not a plateau of learning): " + res.reason,
+                                  panel_data=dict(res.panel_data, fell={"step": frm, "decline": drop}))
     return res
 
 

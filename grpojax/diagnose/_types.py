@@ -328,19 +328,24 @@ class Diagnosis:
     @property
     def main_finding(self) -> str | None:
         """The finding a reader should see first: a collapse when there is one, else the most severe finding
-        (ties in the order of :data:`ALL_MODES`), None when nothing was found."""
+        (ties in the order of :data:`ALL_MODES`), None when nothing was found. A learning plateau at the level
+        the reward fell to (its ``panel_data["fell"]``) is never the main finding: the fall is what the run
+        shows, so with no other finding there is none."""
         found = self.findings
-        if not found:
-            return None
         if "collapse" in found:
             return "collapse"
-        return max(found, key=lambda m: (self.results[m].severity, -found.index(m)))
+        main = [m for m in found if not (m == "learning_plateau" and (self.results[m].panel_data or {}).get("fell"))]
+        if not main:
+            return None
+        return max(main, key=lambda m: (self.results[m].severity, -found.index(m)))
 
     def __str__(self) -> str:
         """A plain-text report: the main finding, then one line per detector (verdict, severity, reason)
         with its advice beneath; what ``print(diagnose(path))`` shows."""
         main = self.main_finding
-        lines = [f"diagnosis of {self.run}: " + (f"main finding {main}" if main else "nothing detected")]
+        head = (f"main finding {main}" if main else "no main finding (learning_plateau: the reward fell to its flat "
+                "tail)" if self.findings else "nothing detected")
+        lines = [f"diagnosis of {self.run}: " + head]
         width = max((len(m) for m in self.results), default=0)
         for mode, r in self.results.items():
             sev = f" ({r.level}, severity {float(r.severity):.2f})" if r.detected else ""
