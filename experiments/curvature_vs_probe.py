@@ -101,9 +101,13 @@ def curvature_entry(path: pathlib.Path, *, beta1: float, beta2: float, eps: floa
     prompts = pathlib.Path(str(st.get("prompts")))
     command = (f"grpojax curvature --model {doc['model']['path']} --prompts {prompts.parent.name}/{prompts.name} "
                f"--reward {st.get('reward')} --group-size {st['group_size']} --prompts-per-step "
-               f"{st['prompts_per_step']} --max-new-tokens {st['max_new_tokens']} --iters {st['iters']} "
+               f"{st['prompts_per_step']} "
+               + (f"--holdout-prompts {st['holdout_prompts']} " if st.get("holdout_prompts") else "")
+               + ("--direction update " if st.get("direction") == "update" else f"--iters {st['iters']} ")
+               + f"--max-new-tokens {st['max_new_tokens']} "
                + (f"--seed {st['seed']} " if st.get("seed") else "") + f"--out {path.parent}")
-    keys = ("reward", "prompts_per_step", "group_size", "max_new_tokens", "temperature", "iters", "level", "seed")
+    keys = ("reward", "prompts_per_step", "holdout_prompts", "direction", "group_size", "max_new_tokens", "temperature", "iters",
+            "level", "seed")
     settings = {k: st.get(k) for k in keys} | {"prompts": f"{prompts.parent.name}/{prompts.name}"}
     return {"file": str(path), "command": command, "settings": settings,
             "K_d": kd["value"], "interval": [lo, hi], "K_0": k0["value"], "K_0_interval": k0["interval"],
@@ -125,6 +129,14 @@ def per_coordinate(kd: float, doc: dict, grad_norm: float | None, eps: float) ->
         return {}
     rms = grad_norm / math.sqrt(doc["model"]["n_params"])
     return {"sqrt_v_per_coordinate": rms, "K_d_adam_per_coordinate": kd / (rms + eps)}
+
+
+def label(s: dict) -> str:
+    """How a row was measured: the direction's prompts, and the held-out prompts the quotients were measured on."""
+    how = ("mean update" if s.get("direction") == "update" else f"stiffest, iters {s['iters']}")
+    where = (f"direction ({how}) on {s['prompts_per_step']}, quotients on {s['holdout_prompts']} held-out prompts"
+             if s.get("holdout_prompts") else f"{s['prompts_per_step']} prompts ({how})")
+    return f"{where} × G {s['group_size']} × {s['max_new_tokens']} tok, seed {s['seed']}"
 
 
 def fmt(x) -> str:
@@ -211,15 +223,14 @@ def report(out: dict) -> str:
     for c in out["curvature"]:
         s, v = c["settings"], c.get("vs_probe", {})
         rows.append(
-            f"| {s['prompts_per_step']} × G {s['group_size']} × {s['max_new_tokens']} tok, iters {s['iters']}, "
-            f"seed {s['seed']} "
+            f"| {label(s)} "
             f"| {c['K_d']:.3g} [{c['interval'][0]:.3g}, {c['interval'][1]:.3g}] "
             f"| {c['K_d_adam']:.3g} [{c['interval_adam'][0]:.3g}, {c['interval_adam'][1]:.3g}] "
             f"| {fmt(c['widths']['relative_width'])} | {fmt(c['widths']['hi_over_lo'])} "
             f"| {fmt(v.get('relative_width_ratio'))} | {fmt(v.get('width_ratio_adam_units'))} "
             f"| {fmt(v.get('point_ratio_adam_units'))} | {c['timings']['total_s']:.0f} s |")
     verdicts = "\n".join(
-        f"- {c['settings']['prompts_per_step']} prompts × G {c['settings']['group_size']}, seed {c['settings']['seed']}: "
+        f"- {label(c['settings'])}: "
         + ("no probe interval to compare with" if "vs_probe" not in c else
            f"relative width {fmt(c['vs_probe']['relative_width_ratio'])}× narrower than the probe's, absolute "
            f"width (Adam units) {fmt(c['vs_probe']['width_ratio_adam_units'])}× narrower: "
@@ -234,14 +245,16 @@ def report(out: dict) -> str:
             f"Back in plain-gradient units the probe's K_d is {p['K_d'] * c['sqrt_v']:.3g} (σ² along v)"
             + (f" or {p['K_d'] * c['sqrt_v_per_coordinate']:.3g} (per-coordinate RMS)" if "sqrt_v_per_coordinate" in c
                else "")
-            + f", against the measured K_0 + K_d = {c['K_0'] + c['K_d']:.3g} along v and the leading eigenvalues "
-            f"K_0 {c['leading_eigenvalue']['K_0']:.3g}, K_d {c['leading_eigenvalue']['K_d']:.3g}, K_0 + K_d "
-            f"{c['leading_eigenvalue']['K_total']:.3g} ({c['settings']['prompts_per_step']}-prompt row)."
+            + f", against the measured K_0 + K_d = {c['K_0'] + c['K_d']:.3g} along v"
+            + ("" if c["leading_eigenvalue"]["K_total"] is None else
+               f" and the leading eigenvalues K_0 {c['leading_eigenvalue']['K_0']:.3g}, K_d "
+               f"{c['leading_eigenvalue']['K_d']:.3g}, K_0 + K_d {c['leading_eigenvalue']['K_total']:.3g}")
+            + f" ({label(c['settings'])})."
             for c in out["curvature"])
     coord = " ".join(
         f"Read instead as the per-coordinate RMS of the run's own gradient (median logged pre-clip norm "
         f"{run['median_grad_norm']:.3g} / sqrt(n_params) = {c['sqrt_v_per_coordinate']:.3g}), the preconditioner "
-        f"gives K_d = {c['K_d_adam_per_coordinate']:.3g} in Adam units for the {c['settings']['prompts_per_step']}-prompt row "
+        f"gives K_d = {c['K_d_adam_per_coordinate']:.3g} in Adam units for the row {label(c['settings'])} "
         f"(against {c['K_d_adam']:.3g} from σ² along v)."
         for c in out["curvature"] if "K_d_adam_per_coordinate" in c)
     return f"""# `grpojax curvature` against `grpojax advise --probe`: the K_d interval
@@ -251,7 +264,8 @@ G = {run['group_size']} × {run['prompts_per_step']} prompts = {run['samples_per
 
 **advise --probe.** {probe_txt}
 
-**curvature** (K_d along the stiffest direction of K_0 + K_d, 90% bootstrap interval over prompts; plain-gradient
+**curvature** (K_d along the stiffest direction of K_0 + K_d found by Lanczos, measured on the same prompts or on
+held-out ones; 90% bootstrap interval over the prompts it is measured on; plain-gradient
 units, and in Adam's units through K / (sqrt(σ²/B) + ε) with B = {run['samples_per_step']}, the run's completions per step):
 
 | measured on | K_d (plain) | K_d (Adam units) | relative width | hi / lo | probe / curvature: relative width | width (Adam units) | value (Adam units) | time (total_s) |

@@ -54,9 +54,10 @@ def measured():
     return model, tok, res
 
 
-def _dense(model, res):
-    """K_0 and K_d as dense matrices: blocks of jax.hessian of the same surrogate over (θ, θ_b), flattened."""
-    s = res.samples
+def _dense(model, res, s=None):
+    """K_0 and K_d as dense matrices: blocks of jax.hessian of the same surrogate over (θ, θ_b), flattened
+    (on the Lanczos batch, or on the batch ``s``)."""
+    s = res.samples if s is None else s
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     flat, unravel = ravel_pytree(params)
     cm = jnp.asarray(s["completion_mask"], jnp.float32)
@@ -276,3 +277,60 @@ def test_real_model_curvature(tmp_path):
     doc = json.loads((out / "curvature.json").read_text())
     assert doc["model"]["n_params"] > 100_000_000
     assert all(np.isfinite(doc[k]["value"]) for k in ("K_0", "K_d", "sigma2", "pass_rate"))
+
+
+@pytest.mark.slow  # tens of seconds on 2 cores: Lanczos to full dimension and two dense Hessians
+def test_holdout_quotients_match_the_dense_hessian_of_the_holdout_batch():
+    model, tok = _tiny()
+    res = measure_curvature(model, tok, _problems(), contains_answer, group_size=4, prompts_per_step=2,
+                            holdout_prompts=4, max_new_tokens=3, iters=400, rtol=1e-7, n_boot=300, seed=1)
+    s = res.samples
+    held = s["holdout"]
+    assert res.n_prompts == 4 and held["completion"].shape[0] == 4 * 4
+    lanczos_rows = {tuple(r[m]) for r, m in zip(s["prompt"], s["prompt_mask"])}
+    held_rows = {tuple(r[m]) for r, m in zip(held["prompt"], held["prompt_mask"])}
+    assert len(held_rows) == 4 and not lanczos_rows & held_rows  # four prompts the direction never saw
+    v = s["direction"]
+    k0_l, kd_l = _dense(model, res)  # the Lanczos batch: v is the stiffest direction of its K_0 + K_d
+    evt = np.linalg.eigvalsh(0.5 * (k0_l + k0_l.T) + 0.5 * (kd_l + kd_l.T))
+    assert abs(v @ (k0_l + kd_l) @ v - evt[-1]) <= 0.01 * np.abs(evt).max()
+    k0, kd = _dense(model, res, held)  # chunked forward-mode quotients = the dense held-out Hessians along v
+    scale = max(abs(v @ k0 @ v), abs(v @ kd @ v))
+    assert abs(res.k_instant.value - v @ k0 @ v) <= 1e-3 * scale
+    assert abs(res.k_stale.value - v @ kd @ v) <= 1e-3 * scale
+    assert res.pass_rate.value == pytest.approx(np.mean(held["rewards"] > 0))
+    for e in (res.k_instant, res.k_stale, res.sigma2, res.pass_rate):
+        assert e.low <= e.value <= e.high
+
+
+@pytest.mark.slow  # about 30 s on 2 cores: a dense Hessian of the held-out batch
+def test_update_direction_is_the_mean_update_and_its_quotients_match_the_dense_hessian():
+    model, tok = _tiny()
+    def graded(completions, answers):  # separates distinct completions: every group has a nonzero advantage
+        return [float(sum(map(ord, c)) % 7) for c in completions]
+
+    res = measure_curvature(model, tok, _problems(), graded, group_size=4, prompts_per_step=2,
+                            holdout_prompts=4, direction="update", max_new_tokens=3, n_boot=300, seed=1)
+    s = res.samples
+    assert res.k_stale_leading is None and res.converged is None and "mean update" in str(res)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    flat, unravel = ravel_pytree(params)
+    cm = jnp.asarray(s["completion_mask"], jnp.float32)
+    c = jnp.asarray(s["advantages"] / s["completion_mask"].sum(), jnp.float32)
+
+    def surrogate(x):  # Σ c_i ℓ_i on the direction prompts, all at once (the command sums it over chunks)
+        lp, _ = completion_logprobs(nnx.merge(graphdef, unravel(x), rest), jnp.asarray(s["prompt"]),
+                                    jnp.asarray(s["prompt_mask"]), jnp.asarray(s["completion"]),
+                                    temperature=res.settings["temperature"])
+        return jnp.sum(c * (lp * cm).sum(-1))
+
+    u = np.asarray(jax.grad(surrogate)(flat), np.float64)
+    np.testing.assert_allclose(s["direction"], u / np.linalg.norm(u), atol=1e-5)
+    v = s["direction"]
+    k0, kd = _dense(model, res, s["holdout"])
+    scale = max(abs(v @ k0 @ v), abs(v @ kd @ v))
+    assert abs(res.k_instant.value - v @ k0 @ v) <= 1e-3 * scale
+    assert abs(res.k_stale.value - v @ kd @ v) <= 1e-3 * scale
+    assert res.k_total.value == pytest.approx(res.k_instant.value + res.k_stale.value, rel=1e-9)
+    assert res.k_total.low <= res.k_total.value <= res.k_total.high
+    json.dumps(res.to_dict())  # None leading eigenvalues are written as null

@@ -45,6 +45,12 @@ def register(sub) -> None:
                    help="completions per prompt G >= 2")
     p.add_argument("--prompts-per-step", type=Int(1, what="prompts measured"), default=8,
                    help="prompts drawn from the file (default 8, or all when fewer)")
+    p.add_argument("--holdout-prompts", type=Int(0, what="held-out prompts"), default=0,
+                   help="further prompts, apart from the Lanczos ones, on which K_0, K_d, σ² and the pass rate are "
+                        "measured along the direction found (default 0: on the Lanczos prompts)")
+    p.add_argument("--direction", choices=("stiffest", "update"), default="stiffest",
+                   help="measure K_0, K_d and σ² along the stiffest direction of K_0 + K_d (Lanczos, default) or "
+                        "along the mean GRPO update of the prompts (one gradient, no Lanczos)")
     p.add_argument("--temperature", type=Real(0, lo_open=True, what="the sampling temperature"), default=1.0,
                    help="sampling temperature (default 1)")
     p.add_argument("--max-new-tokens", type=Int(1, what="tokens per completion"), default=64,
@@ -74,7 +80,8 @@ def run(args) -> int:
     model = load_pretrained(model_dir)
     tokenizer = load_tokenizer(model_dir)
     load_s = time.perf_counter() - t0
-    phases = ("sampling", "scoring", "Lanczos", "intervals")
+    phases = ("sampling", "scoring", "Lanczos" if args.direction == "stiffest" else "update", "held-out prompts",
+              "intervals")
     bar = progress()
     task = bar.add_task("curvature", total=len(phases))
 
@@ -85,6 +92,7 @@ def run(args) -> int:
     try:
         res = measure_curvature(model, tokenizer, problems, reward, group_size=args.group_size,
                                 prompts_per_step=min(args.prompts_per_step, len(problems)),
+                                holdout_prompts=args.holdout_prompts, direction=args.direction,
                                 temperature=args.temperature, max_new_tokens=args.max_new_tokens, iters=args.iters,
                                 advantage=args.advantage, level=args.level, seed=args.seed, progress=step)
     except BaseException:
