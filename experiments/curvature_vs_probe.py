@@ -9,7 +9,8 @@ Both numbers are called K_d, but they are not the same quantity as they stand:
   With K_ref = 1 (τ = 0) and ``--k-instant 0`` the rate identifies only the sum: K_d(probe) = λ / η, which
   stands for K_0 + K_d.
 * ``grpojax curvature`` measures the Rayleigh quotients vᵀK_0v and vᵀK_d v of the GRPO update of the
-  checkpoint along the stiffest direction v of K_0 + K_d, in the units of the **plain gradient step** (the
+  checkpoint along a direction v (the stiffest direction of K_0 + K_d, or the mean update; on the prompts v was
+  found on, or on held-out prompts), in the units of the **plain gradient step** (the
   update normalised by the batch's completion tokens), and σ², the per-completion variance of the update
   along v.
 
@@ -257,6 +258,22 @@ def report(out: dict) -> str:
         f"gives K_d = {c['K_d_adam_per_coordinate']:.3g} in Adam units for the row {label(c['settings'])} "
         f"(against {c['K_d_adam']:.3g} from σ² along v)."
         for c in out["curvature"] if "K_d_adam_per_coordinate" in c)
+    held = [c for c in out["curvature"] if c["settings"].get("holdout_prompts")]
+    heldout_txt = ""
+    if held:
+        target = p["widths"]["relative_width"] / 10 if p["K_d"] is not None else None
+        lines = []
+        for c in held:
+            m, rw = c["settings"]["holdout_prompts"], c["widths"]["relative_width"]
+            lo, hi = c["interval"]
+            need = (f"; if the width falls as 1/sqrt(prompts) and K_d stays {c['K_d']:.3g}, a relative width of "
+                    f"{target:.3g} (10× the probe's) needs about {m * (rw / target) ** 2:,.0f} held-out prompts"
+                    if target and rw and rw > target else "")
+            lines.append(f"- {label(c['settings'])}: K_d {c['K_d']:.3g} [{lo:.3g}, {hi:.3g}]"
+                         + (" contains 0" if lo <= 0 <= hi else "") + f", relative width {fmt(rw)}{need}.")
+        heldout_txt = ("\n**Held out.** On prompts the direction was not found on, the quotients carry no selection "
+                       "(a direction picked as the stiffest of a few completions is partly stiff by chance for them):\n\n"
+                       + "\n".join(lines) + "\n")
     return f"""# `grpojax curvature` against `grpojax advise --probe`: the K_d interval
 
 Logged run: `{run['log']}` (AdamW η = {run['eta']:g}, β₁ = {run['beta1']:g}, β₂ = {run['beta2']:g}, K_ref = {run['k_ref']},
@@ -264,8 +281,9 @@ G = {run['group_size']} × {run['prompts_per_step']} prompts = {run['samples_per
 
 **advise --probe.** {probe_txt}
 
-**curvature** (K_d along the stiffest direction of K_0 + K_d found by Lanczos, measured on the same prompts or on
-held-out ones; 90% bootstrap interval over the prompts it is measured on; plain-gradient
+**curvature** (K_d along the direction of each row: the stiffest direction of K_0 + K_d found by Lanczos, or the
+mean update; measured on the prompts the direction was found on, or on held-out ones; 90% bootstrap interval
+over the prompts it is measured on; plain-gradient
 units, and in Adam's units through K / (sqrt(σ²/B) + ε) with B = {run['samples_per_step']}, the run's completions per step):
 
 | measured on | K_d (plain) | K_d (Adam units) | relative width | hi / lo | probe / curvature: relative width | width (Adam units) | value (Adam units) | time (total_s) |
@@ -274,6 +292,7 @@ units, and in Adam's units through K / (sqrt(σ²/B) + ε) with B = {run['sample
 
 {verdicts}
 
+{heldout_txt}
 Commands: {"; ".join(f"`{c['command']}`" for c in out["curvature"])}.
 
 Relative width = (hi − lo) / |K_d|: it does not depend on the units, so it compares the two intervals whatever
