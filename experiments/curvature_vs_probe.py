@@ -107,9 +107,11 @@ def curvature_entry(path: pathlib.Path, *, beta1: float, beta2: float, eps: floa
                + ("--direction update " if st.get("direction") == "update" else f"--iters {st['iters']} ")
                + f"--max-new-tokens {st['max_new_tokens']} "
                + (f"--seed {st['seed']} " if st.get("seed") else "") + f"--out {path.parent}")
+    command = doc.get("command", command)  # a file written by another script says how it was made
     keys = ("reward", "prompts_per_step", "holdout_prompts", "direction", "group_size", "max_new_tokens", "temperature", "iters",
             "level", "seed")
-    settings = {k: st.get(k) for k in keys} | {"prompts": f"{prompts.parent.name}/{prompts.name}"}
+    settings = {k: st.get(k) for k in keys} | {"prompts": st.get("prompts") if "command" in doc
+                                               else f"{prompts.parent.name}/{prompts.name}"}
     return {"file": str(path), "command": command, "settings": settings,
             "K_d": kd["value"], "interval": [lo, hi], "K_0": k0["value"], "K_0_interval": k0["interval"],
             "leading_eigenvalue": {"K_0": k0["leading_eigenvalue"], "K_d": kd["leading_eigenvalue"],
@@ -137,7 +139,10 @@ def label(s: dict) -> str:
     how = ("mean update" if s.get("direction") == "update" else f"stiffest, iters {s['iters']}")
     where = (f"direction ({how}) on {s['prompts_per_step']}, quotients on {s['holdout_prompts']} held-out prompts"
              if s.get("holdout_prompts") else f"{s['prompts_per_step']} prompts ({how})")
-    return f"{where} × G {s['group_size']} × {s['max_new_tokens']} tok, seed {s['seed']}"
+    task = ("the run's own prompts and reward" if "config.yaml" in str(s.get("prompts"))
+            else f"{s.get('prompts')}, {s.get('reward')}")
+    return (f"{task}, T {s.get('temperature'):g}: {where} × G {s['group_size']} × {s['max_new_tokens']} tok, "
+            f"seed {s['seed']}")
 
 
 def fmt(x) -> str:

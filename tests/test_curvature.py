@@ -309,8 +309,12 @@ def test_update_direction_is_the_mean_update_and_its_quotients_match_the_dense_h
     def graded(completions, answers):  # separates distinct completions: every group has a nonzero advantage
         return [float(sum(map(ord, c)) % 7) for c in completions]
 
+    calls = []
     res = measure_curvature(model, tok, _problems(), graded, group_size=4, prompts_per_step=2,
-                            holdout_prompts=4, direction="update", max_new_tokens=3, n_boot=300, seed=1)
+                            holdout_prompts=4, direction="update", max_new_tokens=3, n_boot=300, seed=1,
+                            progress=lambda *a: calls.append(a))
+    assert [c[0] for c in calls if len(c) == 1] == ["sampling", "scoring", "update", "held-out prompts", "intervals"]
+    assert [c[1] for c in calls if len(c) == 2] == [0.5, 1.0]  # two chunks of the 4 held-out prompts (2 at a time)
     s = res.samples
     assert res.k_stale_leading is None and res.converged is None and "mean update" in str(res)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)

@@ -80,28 +80,12 @@ def run(args) -> int:
     model = load_pretrained(model_dir)
     tokenizer = load_tokenizer(model_dir)
     load_s = time.perf_counter() - t0
-    phases = ("sampling", "scoring", "Lanczos" if args.direction == "stiffest" else "update", "held-out prompts",
-              "intervals")
-    bar = progress()
-    task = bar.add_task("curvature", total=len(phases))
-
-    def step(name: str) -> None:
-        bar.update(task, completed=phases.index(name), description=name)
-
-    bar.start()
-    try:
+    with phase_bar(args.direction) as step:
         res = measure_curvature(model, tokenizer, problems, reward, group_size=args.group_size,
                                 prompts_per_step=min(args.prompts_per_step, len(problems)),
                                 holdout_prompts=args.holdout_prompts, direction=args.direction,
                                 temperature=args.temperature, max_new_tokens=args.max_new_tokens, iters=args.iters,
                                 advantage=args.advantage, level=args.level, seed=args.seed, progress=step)
-    except BaseException:
-        bar.live.transient = True  # the error is the one line left on stderr
-        bar.remove_task(task)
-        bar.stop()
-        raise
-    bar.update(task, completed=len(phases), description="done")
-    bar.stop()
     doc = res.to_dict(model=str(model_dir))
     doc["settings"]["reward"] = args.reward
     doc["settings"]["prompts"] = str(args.prompts)
@@ -112,6 +96,30 @@ def run(args) -> int:
     console.print(str(res), markup=False, highlight=False)
     console.print(f"wrote {path} ({doc['timings']['total_s']:.1f} s)", markup=False, highlight=False)
     return 0
+
+
+@contextlib.contextmanager
+def phase_bar(direction: str):
+    """A progress bar over the phases of :func:`grpojax.grpo.measure_curvature`; yields its ``progress``
+    callback. On an error the bar is removed, so the error is the one line left on stderr."""
+    phases = ("sampling", "scoring", "Lanczos" if direction == "stiffest" else "update", "held-out prompts",
+              "intervals")
+    bar = progress()
+    task = bar.add_task("curvature", total=len(phases))
+
+    def step(name: str, fraction: float = 0.0) -> None:
+        bar.update(task, completed=phases.index(name) + fraction, description=name)
+
+    bar.start()
+    try:
+        yield step
+    except BaseException:
+        bar.live.transient = True
+        bar.remove_task(task)
+        bar.stop()
+        raise
+    bar.update(task, completed=len(phases), description="done")
+    bar.stop()
 
 
 FROM_HELP = ("a curvature.json written by `grpojax curvature`: its K_d, K_0, gradient noise σ² and group size "

@@ -247,7 +247,9 @@ def measure_curvature(model, tokenizer, problems: Sequence[Problem], reward: Cal
       chat, template, system_prompt: how a question becomes a prompt (chat template when the tokenizer has one).
       level, n_boot: interval level and bootstrap draws.
       seed: sampling, prompt draw, Lanczos start and bootstrap seed.
-      progress: called with the name of each phase as it starts.
+      progress: called as ``progress(phase)`` when each phase starts (``sampling``, ``scoring``, ``Lanczos``
+        or ``update``, ``held-out prompts``, ``intervals``) and as ``progress(phase, fraction)`` as the
+        held-out phase advances.
 
     Returns:
       :class:`Curvature`.
@@ -275,7 +277,7 @@ def measure_curvature(model, tokenizer, problems: Sequence[Problem], reward: Cal
         raise InvalidValueError(f"holdout_prompts={holdout_prompts!r}; expected an integer in [0, {len(problems) - n}] "
                                 f"(prompts left after the {n} Lanczos prompts)")
     reward_fn = load_reward(reward) if isinstance(reward, str) else reward
-    say = progress or (lambda _: None)
+    say = progress or (lambda *_: None)
     timings: dict[str, float] = {}
     t_all = time.perf_counter()
     drawn = list(problems) if n + m == len(problems) else sample_batch(problems, n + m, seed=seed, index=0)
@@ -385,6 +387,7 @@ def measure_curvature(model, tokenizer, problems: Sequence[Problem], reward: Cal
             d1_h, d2_h = derivs(params, v, hb)
             parts.append((r_h, adv_h, np.maximum(cm_h.sum(1), 0).astype(np.float64), np.asarray(d1_h, np.float64),
                           np.asarray(d2_h, np.float64), comp_h, cm_h))
+            say("held-out prompts", min(lo + chunk, m) / m)
         r_m, adv_m, ntok_m, d1, d2, comp_m, cm_m = (np.concatenate(x) for x in zip(*parts))
         holdout = {"prompt": np.asarray(hp), "prompt_mask": np.asarray(hm), "completion": comp_m,
                    "completion_mask": cm_m, "rewards": r_m, "advantages": adv_m}
