@@ -349,7 +349,7 @@ REGISTRY: dict[str, Entry] = {
         Entry("grpojax.monitor.update", reason="follows the user's growing log until it goes idle"),
     "grpojax curvature --model models/smollm2-135m-instruct --prompts gsm8k.jsonl --reward correctness --group-size 4 --out out/curvature":
         Entry("grpojax.grpo.measure_curvature", reason="needs the converted SmolLM2 checkpoint (make real-model)"),
-    "grpojax curvature --model models/smollm2-135m-instruct --prompts gsm8k.jsonl --reward examples.curvature_reward:closeness --group-size 2 --prompts-per-step 3 --max-new-tokens 32 --iters 4 --out out/curvature":
+    "grpojax curvature --model models/smollm2-135m-instruct --prompts gsm8k.jsonl --reward examples.curvature_reward:closeness --group-size 2 --prompts-per-step 8 --holdout-prompts 96 --direction update --max-new-tokens 32 --out out/curvature":
         Entry("grpojax.grpo.measure_curvature", reason="needs the converted SmolLM2 checkpoint (make real-model)"),
     "grpojax predict --from out/curvature/curvature.json --eta 1e-6 --k-ref 2":
         Entry("grpojax.dynamics.from_hyperparams", reason="reads the curvature.json the curvature command writes"),

@@ -14,8 +14,8 @@ from grpojax.cli._common import console, out_dir, progress
 EXAMPLE = """\
 Example:
   grpojax curvature --model models/smollm2-135m-instruct --prompts gsm8k.jsonl \\
-      --reward examples.curvature_reward:closeness --group-size 2 --prompts-per-step 3 --max-new-tokens 32 \\
-      --iters 4 --out out/curvature
+      --reward examples.curvature_reward:closeness --group-size 2 --prompts-per-step 8 --holdout-prompts 96 \\
+      --direction update --max-new-tokens 32 --out out/curvature
   grpojax curvature --model MODEL_DIR --prompts prompts.jsonl --reward my_rewards:score --group-size 8 --out out/k
   grpojax predict --from out/curvature/curvature.json --eta 1e-6 --k-ref 2
 
