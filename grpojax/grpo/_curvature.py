@@ -371,8 +371,8 @@ def measure_curvature(model, tokenizer, problems: Sequence[Problem], reward: Cal
         def along(s):
             return seq_logp(jax.tree.map(lambda x, y: x + s * y, p0, d), batch)
 
-        d1 = jax.jvp(along, (0.0,), (1.0,))[1]
-        d2 = jax.jvp(lambda s: jax.jvp(along, (s,), (1.0,))[1], (0.0,), (1.0,))[1]
+        # one forward-over-forward pass: its primal output is (ℓ, ∂_v ℓ), its tangent (∂_v ℓ, ∂²_v ℓ)
+        (_, d1), (_, d2) = jax.jvp(lambda s: jax.jvp(along, (s,), (1.0,)), (0.0,), (1.0,))
         return d1, d2
 
     if m:  # the quotients on prompts the direction was not found on, a chunk at a time
