@@ -16,7 +16,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import pathlib
 import shlex
@@ -39,34 +38,24 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from grpojax.cli._curvature import phase_bar
-    from grpojax.grpo import load_config, measure_curvature
-    from grpojax.grpo._build import build_data, use_chat
-    from grpojax.grpo._rewards import correctness_reward
+    from grpojax.grpo import config_task, load_config, measure_curvature
     from grpojax.lm import load_pretrained, load_tokenizer
 
     cfg = load_config(args.run / "config.yaml")
-    if set(cfg.rewards.weights) != {"correctness"}:
-        raise SystemExit(f"rewards.weights {dict(cfg.rewards.weights)}: this script reproduces the correctness "
-                         "reward only")
-    folder = ROOT / cfg.model.pretrained if not pathlib.Path(cfg.model.pretrained).is_absolute() else \
-        pathlib.Path(cfg.model.pretrained)
+    folder = pathlib.Path(cfg.model.pretrained)
     t0 = time.perf_counter()
     model, tok = load_pretrained(folder), load_tokenizer(folder)
     load_s = time.perf_counter() - t0
-    train, _ = build_data(cfg)
-    parse = cfg.rewards.parse
-    reward = functools.partial(correctness_reward, options=parse)
-    reward.__name__ = "correctness"
-    G = args.group_size or cfg.grpo.group_size
+    task = config_task(cfg, tok)
+    task["problems"] = task["problems"][: args.direction_prompts + args.holdout_prompts]
+    if args.group_size:
+        task["group_size"] = args.group_size
     with phase_bar(args.direction) as say:
-        res = measure_curvature(
-            model, tok, train[: args.direction_prompts + args.holdout_prompts], reward, group_size=G,
-            prompts_per_step=args.direction_prompts, holdout_prompts=args.holdout_prompts, direction=args.direction,
-            iters=args.iters, temperature=cfg.sampling.temperature, max_new_tokens=cfg.sampling.max_new_tokens,
-            chat=use_chat(cfg, tok), template=cfg.data.prompt_template, advantage=cfg.grpo.advantage,
-            seed=args.seed, progress=say)
+        res = measure_curvature(model, tok, **task, prompts_per_step=args.direction_prompts,
+                                holdout_prompts=args.holdout_prompts, direction=args.direction, iters=args.iters,
+                                seed=args.seed, progress=say)
     doc = res.to_dict(model=str(cfg.model.pretrained))
-    doc["settings"]["reward"] = f"correctness (the run's parse: {parse.order})"
+    doc["settings"]["reward"] = task["reward"].__name__ + " (the run's answer parsing)"
     doc["settings"]["prompts"] = f"{args.run}/config.yaml training prompts"
     doc["timings"] = {"load_s": load_s, **doc["timings"], "total_s": load_s + doc["timings"]["total_s"]}
     doc["command"] = "python experiments/curvature_run_task.py " + shlex.join(argv if argv is not None else sys.argv[1:])

@@ -338,3 +338,36 @@ def test_update_direction_is_the_mean_update_and_its_quotients_match_the_dense_h
     assert res.k_total.value == pytest.approx(res.k_instant.value + res.k_stale.value, rel=1e-9)
     assert res.k_total.low <= res.k_total.value <= res.k_total.high
     json.dumps(res.to_dict())  # None leading eigenvalues are written as null
+
+
+@pytest.mark.slow  # two measurements through the command line: tens of seconds on 2 cores
+def test_cli_config_measures_on_the_training_configuration(tmp_path, capsys):
+    folder, _ = _write_model(tmp_path)
+    prompts = tmp_path / "train.jsonl"
+    prompts.write_text("".join(json.dumps({"question": f"{a}+{b}=", "answer": f"#### {(a + b) % 10}"}) + "\n"
+                               for a in range(5) for b in range(4)))
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""name: t
+model: {{pretrained: {folder}}}
+data: {{source: jsonl, path: {prompts}, heldout_frac: 0.2, prompt_template: "{{question}}", chat_template: false}}
+rewards: {{weights: {{correctness: 1.0}}}}
+sampling: {{max_new_tokens: 3, temperature: 0.7}}
+grpo: {{group_size: 3, prompts_per_step: 2, advantage: dr_grpo}}
+eval: {{n: 1}}
+""")
+    out = tmp_path / "out"
+    assert main(["curvature", "--config", str(config), "--prompts-per-step", "2", "--holdout-prompts", "2",
+                 "--iters", "2", "--out", str(out)]) == 0
+    st = json.loads((out / "curvature.json").read_text())["settings"]
+    assert (st["group_size"], st["temperature"], st["max_new_tokens"], st["advantage"]) == (3, 0.7, 3, "dr_grpo")
+    assert st["config"] == str(config) and st["reward"] == "1·correctness" and st["holdout_prompts"] == 2
+    # a flag given overrides the configuration's value
+    assert main(["curvature", "--config", str(config), "--group-size", "2", "--temperature", "1.3",
+                 "--prompts-per-step", "2", "--iters", "2", "--out", str(out)]) == 0
+    st = json.loads((out / "curvature.json").read_text())["settings"]
+    assert (st["group_size"], st["temperature"], st["max_new_tokens"]) == (2, 1.3, 3)
+    capsys.readouterr()
+    # without --config the task's flags are required, in one line
+    assert main(["curvature", "--model", str(folder), "--group-size", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--prompts, --reward missing" in err[0]

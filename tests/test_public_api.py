@@ -87,7 +87,7 @@ SHARED = {
         "noise_sd", "reward_components", "series_events", "trailing_median", "zero_std_fraction"],
     "grpojax.lm": ["batch_sharding", "check_temperature", "check_vocab_fits", "codec_from_tokenizer", "infer_tokenizer_kind",
         "init_cache", "left_pad_positions", "param_shardings", "sample_logits", "tempered_logits"],
-    "grpojax.grpo": ["AGGREGATIONS", "CheckpointStore", "RunLock", "load_jsonl", "load_reward", "save_config", "arith_problems", "build_optimizer", "chat_prompt_ids",
+    "grpojax.grpo": ["AGGREGATIONS", "CheckpointStore", "RunLock", "config_task", "load_jsonl", "load_reward", "save_config", "arith_problems", "build_optimizer", "chat_prompt_ids",
         "check_run_folder", "completion_logprobs", "config_to_dict", "correctness_reward", "format_prompt",
         "make_batch", "make_grpo_update", "plan_run", "read_config_dict", "read_jsonl_metrics",
         "resolve_config_path", "rollout_due", "run_markers", "sample_batch", "split_heldout", "stiffness",

@@ -17,6 +17,7 @@ Example:
       --reward examples.curvature_reward:closeness --group-size 2 --prompts-per-step 8 --holdout-prompts 96 \\
       --direction update --max-new-tokens 32 --out out/curvature
   grpojax curvature --model MODEL_DIR --prompts prompts.jsonl --reward my_rewards:score --group-size 8 --out out/k
+  grpojax curvature --config runs/my-run/config.yaml --direction update --holdout-prompts 200 --out out/k
   grpojax predict --from out/curvature/curvature.json --eta 1e-6 --k-ref 2
 
 --reward is a built-in name (correctness, format) or a module:function import path; the function is called
@@ -37,12 +38,19 @@ def register(sub) -> None:
         "prompts. Writes OUT/curvature.json.\n\n" + EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", required=True, metavar="DIR", help="Hugging Face folder (config.json, weights, tokenizer)")
-    p.add_argument("--prompts", required=True, metavar="FILE", help="JSONL prompts with answers")
-    p.add_argument("--reward", required=True, metavar="NAME|module:function",
-                   help="built-in reward (correctness, format) or an import path module:function")
-    p.add_argument("--group-size", type=Int(2, what="completions per prompt"), required=True,
-                   help="completions per prompt G >= 2")
+    p.add_argument("--config", default=None, metavar="NAME|FILE",
+                   help="a training configuration (a shipped name, a YAML file, or a run folder's config.yaml): "
+                        "measure on its training prompts (with its template), its reward and answer parsing, its G, "
+                        "temperature, completion length and advantage, and its model.pretrained checkpoint; "
+                        "flags given override")
+    p.add_argument("--model", default=None, metavar="DIR",
+                   help="Hugging Face folder (config.json, weights, tokenizer); required without --config")
+    p.add_argument("--prompts", default=None, metavar="FILE", help="JSONL prompts with answers (required without --config)")
+    p.add_argument("--reward", default=None, metavar="NAME|module:function",
+                   help="built-in reward (correctness, format) or an import path module:function (required "
+                        "without --config)")
+    p.add_argument("--group-size", type=Int(2, what="completions per prompt"), default=None,
+                   help="completions per prompt G >= 2 (required without --config)")
     p.add_argument("--prompts-per-step", type=Int(1, what="prompts measured"), default=8,
                    help="prompts drawn from the file (default 8, or all when fewer)")
     p.add_argument("--holdout-prompts", type=Int(0, what="held-out prompts"), default=0,
@@ -51,12 +59,12 @@ def register(sub) -> None:
     p.add_argument("--direction", choices=("stiffest", "update"), default="stiffest",
                    help="measure K_0, K_d and σ² along the stiffest direction of K_0 + K_d (Lanczos, default) or "
                         "along the mean GRPO update of the prompts (one gradient, no Lanczos)")
-    p.add_argument("--temperature", type=Real(0, lo_open=True, what="the sampling temperature"), default=1.0,
-                   help="sampling temperature (default 1)")
-    p.add_argument("--max-new-tokens", type=Int(1, what="tokens per completion"), default=64,
-                   help="completion length limit (default 64)")
+    p.add_argument("--temperature", type=Real(0, lo_open=True, what="the sampling temperature"), default=None,
+                   help="sampling temperature (default 1, or the --config's)")
+    p.add_argument("--max-new-tokens", type=Int(1, what="tokens per completion"), default=None,
+                   help="completion length limit (default 64, or the --config's)")
     p.add_argument("--iters", type=Int(1, what="Lanczos iterations"), default=20, help="Lanczos dimension (default 20)")
-    p.add_argument("--advantage", default="grpo", help="group advantage: grpo (default), dr_grpo, ...")
+    p.add_argument("--advantage", default=None, help="group advantage: grpo (default, or the --config's), dr_grpo, ...")
     p.add_argument("--level", type=Real(0, 1, lo_open=True, hi_open=True, what="an interval level"), default=0.9,
                    help="interval level (default 0.9)")
     p.add_argument("--seed", type=int, default=0, help="sampling, prompt draw, Lanczos and bootstrap seed")
@@ -67,28 +75,43 @@ def register(sub) -> None:
 def run(args) -> int:
     import time  # noqa: PLC0415
 
-    from grpojax.grpo import load_jsonl, load_reward, measure_curvature  # noqa: PLC0415
+    from grpojax.cli._common import CLIError  # noqa: PLC0415
+    from grpojax.grpo import config_task, load_config, load_jsonl, load_reward, measure_curvature  # noqa: PLC0415
 
-    model_dir = pathlib.Path(args.model)
+    cfg = load_config(args.config) if args.config is not None else None
+    if cfg is None:
+        missing = [flag for flag, v in (("--model", args.model), ("--prompts", args.prompts),
+                                        ("--reward", args.reward), ("--group-size", args.group_size)) if v is None]
+        if missing:
+            raise CLIError(f"{', '.join(missing)} missing; expected them, or --config with a training configuration")
+    elif args.model is None and not cfg.model.pretrained:
+        raise CLIError(f"--config {args.config} trains a model from scratch (no model.pretrained); expected --model")
+    model_dir = pathlib.Path(args.model if args.model is not None else cfg.model.pretrained)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(2, "not a Hugging Face model folder (no config.json)", str(model_dir))
-    problems = load_jsonl(args.prompts)
-    reward = load_reward(args.reward)  # refuse a bad reward before loading the model
+    problems = load_jsonl(args.prompts) if args.prompts is not None else None
+    reward = load_reward(args.reward) if args.reward is not None else None  # refused before loading the model
     t0 = time.perf_counter()
     from grpojax.lm import load_pretrained, load_tokenizer  # noqa: PLC0415
 
     model = load_pretrained(model_dir)
     tokenizer = load_tokenizer(model_dir)
     load_s = time.perf_counter() - t0
+    task = {"temperature": 1.0, "max_new_tokens": 64, "advantage": "grpo",
+            **(config_task(cfg, tokenizer) if cfg is not None else {})}
+    given = {"problems": problems, "reward": reward, "group_size": args.group_size, "temperature": args.temperature,
+             "max_new_tokens": args.max_new_tokens, "advantage": args.advantage}
+    task.update({k: v for k, v in given.items() if v is not None})  # flags given override the configuration
     with phase_bar(args.direction) as step:
-        res = measure_curvature(model, tokenizer, problems, reward, group_size=args.group_size,
-                                prompts_per_step=min(args.prompts_per_step, len(problems)),
-                                holdout_prompts=args.holdout_prompts, direction=args.direction,
-                                temperature=args.temperature, max_new_tokens=args.max_new_tokens, iters=args.iters,
-                                advantage=args.advantage, level=args.level, seed=args.seed, progress=step)
+        res = measure_curvature(model, tokenizer, **task,
+                                prompts_per_step=min(args.prompts_per_step, len(task["problems"])),
+                                holdout_prompts=args.holdout_prompts, direction=args.direction, iters=args.iters,
+                                level=args.level, seed=args.seed, progress=step)
     doc = res.to_dict(model=str(model_dir))
-    doc["settings"]["reward"] = args.reward
-    doc["settings"]["prompts"] = str(args.prompts)
+    doc["settings"]["reward"] = args.reward if args.reward is not None else task["reward"].__name__
+    doc["settings"]["prompts"] = str(args.prompts) if args.prompts is not None else f"{args.config}: training prompts"
+    if args.config is not None:
+        doc["settings"]["config"] = str(args.config)
     doc["timings"] = {"load_s": load_s, **doc["timings"], "total_s": load_s + doc["timings"]["total_s"]}
     folder = out_dir(args.out)
     path = folder / "curvature.json"

@@ -9,14 +9,15 @@
 - :func:`train_population`: several :class:`Member` s (per-member learning rate, momentum, K_ref, ...)
   trained as one vmapped program.
 - :func:`measure_curvature`: K_0, K_d (Lanczos on Jacobian-vector products), gradient noise and pass rate of a
-  GRPO update on a checkpoint, prompts and reward, with intervals (:class:`Curvature`; ``grpojax curvature``).
+  GRPO update on a checkpoint, prompts and reward, with intervals (:class:`Curvature`; ``grpojax curvature``);
+  :func:`config_task` gives it a training configuration's prompts, reward and sampling.
 - The pieces: :func:`group_advantages`, :func:`grpo_loss` (the clipped surrogate with a KL penalty) and
   :func:`score_completions` with the reward functions of :data:`REWARD_FUNCTIONS`.
 """
 
 from ._advantages import group_advantages
 from ._checkpoint import CheckpointStore
-from ._curvature import Curvature, load_reward, measure_curvature
+from ._curvature import Curvature, config_task, load_reward, measure_curvature
 from ._loss import grpo_loss
 from ._population import Member, train_population
 from ._rewards import REWARD_FUNCTIONS, score_completions

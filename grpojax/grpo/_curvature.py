@@ -52,7 +52,7 @@ from grpojax.grpo._rewards import REWARD_FUNCTIONS
 from grpojax.grpo._stiffness import stiffness
 from grpojax.lm import generate
 
-__all__ = ["DIRECTIONS", "SCHEMA_VERSION", "Curvature", "Estimate", "load_reward", "measure_curvature"]
+__all__ = ["DIRECTIONS", "SCHEMA_VERSION", "Curvature", "Estimate", "config_task", "load_reward", "measure_curvature"]
 
 DIRECTIONS = ("stiffest", "update")
 """Directions the quotients are measured along: the stiffest direction of K_0 + K_d (Lanczos), or the mean update."""
@@ -191,6 +191,33 @@ def load_reward(spec: str) -> Callable:
     if not callable(fn):
         raise InvalidValueError(f"reward {spec!r}: module {mod_name!r} has no function {fn_name!r}")
     return fn
+
+
+def config_task(cfg, tokenizer) -> dict:
+    """The task of a training configuration as :func:`measure_curvature` keywords, so that the curvature is
+    measured on what the run optimises: its training prompts (``problems``) and their ``template``, ``chat`` and
+    ``system_prompt``, its ``reward`` (the weighted named rewards with the run's answer parsing), its
+    ``group_size``, sampling ``temperature`` and ``max_new_tokens``, and its ``advantage``.
+
+    Args:
+      cfg: a :class:`grpojax.grpo.TrainConfig` (``grpojax.grpo.load_config(name_or_path)``; a run folder's
+        ``config.yaml`` is one).
+      tokenizer: the checkpoint's tokenizer (whether the chat template is used depends on it).
+    """
+    from grpojax.grpo._build import build_data, use_chat  # noqa: PLC0415
+    from grpojax.grpo._rewards import score_completions  # noqa: PLC0415
+
+    train, _ = build_data(cfg)
+    weights, options = dict(cfg.rewards.weights), cfg.rewards.parse
+
+    def reward(completions, answers):
+        return score_completions(completions, answers, weights, options=options).rewards
+
+    reward.__name__ = " + ".join(f"{w:g}·{name}" for name, w in weights.items())
+    return {"problems": train, "reward": reward, "group_size": int(cfg.grpo.group_size),
+            "temperature": float(cfg.sampling.temperature), "max_new_tokens": int(cfg.sampling.max_new_tokens),
+            "template": cfg.data.prompt_template, "chat": use_chat(cfg, tokenizer),
+            "system_prompt": cfg.data.system_prompt, "advantage": cfg.grpo.advantage}
 
 
 def _rewards(fn: Callable, completions: list[str], answers: list[str]) -> np.ndarray:
