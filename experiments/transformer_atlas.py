@@ -564,6 +564,11 @@ def with_seeds(pred, seeds: int):
     return dict(pred, runs=runs)
 
 
+def committed(folder: pathlib.Path) -> tuple[dict, dict]:
+    """The atlas's committed predictions in ``folder``: ``predictions.json`` and the arrays of ``predictions.npz``."""
+    return json.loads((folder / "predictions.json").read_text()), dict(np.load(folder / "predictions.npz"))
+
+
 def run_all(pred, out: pathlib.Path, log=print):
     arrays = dict(np.load(out / "predictions.npz"))
     runs = [dict(r) for r in pred["runs"]]

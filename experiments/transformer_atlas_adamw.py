@@ -143,8 +143,7 @@ def measure_second_moment(atlas, arrays, log=print):
 def predict(out: pathlib.Path, log=print, seed_offset: int = SEED_OFFSET):
     from grpojax.grpo._population import WarmStart  # noqa: F401  (fail early without the trainer)
 
-    atlas = json.loads((ATLAS / "predictions.json").read_text())
-    arrays = dict(np.load(ATLAS / "predictions.npz"))
+    atlas, arrays = ta.committed(ATLAS)
     p = atlas["prompt_sets"][SET]
     T = atlas["steps"]
     wu = int(ta.COSINE["warmup_frac"] * T)
@@ -189,8 +188,7 @@ def predict(out: pathlib.Path, log=print, seed_offset: int = SEED_OFFSET):
 def run(pred, out: pathlib.Path, log=print):
     from grpojax.grpo import Member, train_population
 
-    atlas = json.loads((ATLAS / "predictions.json").read_text())
-    arrays = dict(np.load(ATLAS / "predictions.npz"))
+    atlas, arrays = ta.committed(ATLAS)
     cfg, warm, start, direction = ta.plateau_start(atlas, arrays, SET, pred["steps"])
     runs = [dict(r) for r in pred["runs"]]
     members = [Member(lr=r["eta"], b1=BETA1, b2=BETA2, k_ref=K_REF, beta=ta.BETA, clip_eps=ta.CLIP,

@@ -119,8 +119,7 @@ def predict(out: pathlib.Path, log=print, seeds=SEEDS, seed_offset=SEED_OFFSET):
 
 
 def run(pred, out: pathlib.Path, log=print):
-    atlas = json.loads((ATLAS / "predictions.json").read_text())
-    arrays = dict(np.load(ATLAS / "predictions.npz"))
+    atlas, arrays = ta.committed(ATLAS)
     runs = [dict(r) for r in pred["runs"]]
     walls = {}
     for name in atlas["prompt_sets"]:
