@@ -34,16 +34,29 @@ Status (``WindowForecast.status``, one of :data:`WINDOW_STATUSES`); which values
   may fall further or recover); ``"misfit"`` when the end of the prefix departs upwards from the fit;
   ``"weak_posterior"`` when the importance sampler's effective sample size is small (the interval may
   be too narrow).
+  A collapse the prefix already holds (the collapse finding of :mod:`grpojax.diagnose` on the prefix:
+  :func:`grpojax.fit._collapse_hazard.prefix_collapse`) sets ``"collapse"`` too and ``collapse_onset``: the
+  forecast starts from the level the reward fell to -- persistence over the points from the onset on (the
+  combined method's median is then that, the laws fitted across the fall abstain; the creep method's
+  point is the same level) -- not from the level before the fall.
 - ``"persistence"``: always ``"ok"``.
 - ``"exponential"``, ``"sigmoid"``: the status of the least-squares fit of the prefix
   (:data:`grpojax.fit.STATUSES` less ``"insufficient_data"``, which a single curve raises as a
   ``ValueError`` instead): ``"ok"``, ``"not_converged"``, ``"no_learning"`` (the forecast is the
   prefix mean, the interval the bootstrap of a constant), ``"decreasing"`` or
   ``"law_cannot_describe"`` (the forecast extrapolates the flagged fit: treat it with suspicion).
+
+Every forecast also states ``p_collapse``, the probability that the reward collapses between the end of the
+prefix and the end of the window, from a hazard per unit of run fraction learned from labelled real runs
+(:mod:`grpojax.fit._collapse_hazard`: the model, its data and its limits). With ``collapse_mixture=True``
+the predictive distribution becomes ``(1 - p_collapse)·forecast + p_collapse·collapse branch`` (the level
+after losing half to all of the rise); the interval, the point (the mixture's median) and
+``prob_at_least`` then use the mixture, and ``smooth`` keeps the forecast without it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -54,6 +67,7 @@ from scipy import special  # ndtri = the normal quantile (scipy.stats: ~0.5 s mo
 from grpojax._defaults import FORECAST_LEVEL, FORECAST_METHOD, FORECAST_WINDOW, SEED
 from grpojax._errors import InvalidValueError
 from grpojax.fit._calibration import calibrated_forecast, forecast_scale, votes
+from grpojax.fit._collapse_hazard import MIXTURE_TAUS, as_hazard, mixture_quantiles, prefix_collapse, start_level
 from grpojax.fit._creep import MIN_CREEP_POINTS, _key_seed, fit_creep_batched
 from grpojax.fit._creep import VARIANTS as CREEP_VARIANTS
 from grpojax.fit._data import check_bounds, metric_bounds
@@ -72,6 +86,9 @@ WINDOW_STATUSES = _CREEP_STATUSES + tuple(s for s in _LAW_STATUSES if s not in _
 ``"weak_posterior"``), then the least-squares statuses a single law fit can return (``"not_converged"``,
 ``"no_learning"``, ``"decreasing"``, ``"law_cannot_describe"``; methods ``"exponential"`` and
 ``"sigmoid"``). See the module docstring for their meaning."""
+
+COLLAPSE_MIXTURE = False
+"""Whether :func:`forecast_window` mixes the collapse branch into the forecast unless told (``collapse_mixture=``)."""
 
 _COMPONENT_LEVEL = 0.9  # the level of the components' own intervals (the calibration's scale is read from them)
 _Z_FLAG = 3.0
@@ -112,7 +129,18 @@ class WindowForecast(NamedTuple):
         weights: combined method: ``{method: weight}`` of the point forecast.
         features: combined method: ``{"horizon", "noise_ratio", "noise_sd", "scale"}`` the calibration used.
         quantiles: combined method: ``{"taus", "values"}``, the calibrated predictive quantiles of the
-            window mean (clipped to ``bounds``); None otherwise.
+            window mean (clipped to ``bounds``); None otherwise. With the collapse mixture: the mixture's
+            quantiles (every method).
+        p_collapse: P(the reward collapses between the end of the prefix and the end of the window), the
+            hazard model's posterior predictive (:mod:`grpojax.fit._collapse_hazard`).
+        p_collapse_interval: its 90% interval ``(lo, hi)`` from the hazard's posterior (a point for a given
+            rate).
+        collapse_onset: the onset step of a collapse the prefix already holds (then ``status`` is
+            ``"collapse"`` for the creep and combined methods, and they forecast from the level after it), or
+            None.
+        collapse_mixture: whether ``mean``, ``lo``, ``hi`` and ``quantiles`` are those of the mixture with the
+            collapse branch.
+        smooth: with the collapse mixture: ``{"mean", "lo", "hi"}`` of the forecast without it; None otherwise.
     """
 
     mean: float
@@ -133,12 +161,25 @@ class WindowForecast(NamedTuple):
     weights: dict = {}
     features: dict = {}
     quantiles: dict | None = None
+    p_collapse: float = float("nan")
+    p_collapse_interval: tuple = (float("nan"), float("nan"))
+    collapse_onset: float | None = None
+    collapse_mixture: bool = False
+    smooth: dict | None = None
 
     def __str__(self) -> str:
-        """One line: the forecast, its interval, the window and how it was made (``print(forecast)``)."""
-        return (f"forecast of the mean over steps {self.window[0]:g}-{self.window[1]:g} from steps up to "
-                f"{self.prefix_end:g}: {self.mean:.4g} [{self.lo:.4g}, {self.hi:.4g}] ({self.level:.0%}, "
-                f"{self.method}, {self.status})")
+        """One line: the forecast, its interval, the window and how it was made (``print(forecast)``), then
+        P(collapse before the window's end) and a collapse the prefix holds."""
+        out = (f"forecast of the mean over steps {self.window[0]:g}-{self.window[1]:g} from steps up to "
+               f"{self.prefix_end:g}: {self.mean:.4g} [{self.lo:.4g}, {self.hi:.4g}] ({self.level:.0%}, "
+               f"{self.method}, {self.status}{', with the collapse branch' if self.collapse_mixture else ''})")
+        if math.isfinite(self.p_collapse):
+            lo, hi = self.p_collapse_interval
+            out += (f"; P(collapse by step {self.window[1]:g}) = {self.p_collapse:.3f}"
+                    + (f" [{lo:.3f}, {hi:.3f}]" if hi > lo else ""))
+        if self.collapse_onset is not None:
+            out += f"; the prefix holds a collapse at step {self.collapse_onset:g}: forecast from the level after it"
+        return out
 
     def prob_at_least(self, target, *, bounds=None):
         """P(window mean ≥ ``target``) under this forecast's predictive distribution: its calibrated
@@ -243,10 +284,17 @@ def _q(x, level):
     return float(np.quantile(x, 0.5)), float(np.quantile(x, a)), float(np.quantile(x, 1.0 - a))
 
 
-def _persistence(sp, yp, w, n_w, level, window_width):
+def _persistence(sp, yp, w, n_w, level, window_width, since=None):
+    """The mean of the prefix's last ``window_width`` of steps (at least 3 points) with the noise of that mean
+    and of the window mean; ``since``: only the points from that step on (a collapse's onset)."""
+    if since is not None:
+        keep = sp >= since
+        sp, yp = sp[keep], yp[keep]
     last = yp[sp > sp[-1] - window_width]
     if last.size < 3:
         last = yp[-3:]
+    if last.size < 2:
+        raise InvalidValueError(f"persistence needs at least 2 points, got {last.size}")
     m = float(np.mean(last))
     sd = float(np.std(last, ddof=1))
     rho = _lag1(last)
@@ -312,7 +360,7 @@ def _summaries(post, i, level):
     return {k: _q(x, level) if x.size else (float("nan"),) * 3 for k, x in raw.items()}
 
 
-def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key):
+def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key, onset=None):
     ws = _window_steps(sp, w, n_w)
     curves = post.curve(i, ws)  # (draws, n_w)
     nz = post.noise(i)
@@ -351,6 +399,9 @@ def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key):
     if (peaked and drop > max(0.3 * float(np.ptp(smooth)), 4.0 * se_drop) and rise > 4.0 * se_drop
             and fit_above > 2.0 * se_last):
         status = "collapse"
+    if onset is not None:  # a collapse the prefix holds: the level is the one after its onset
+        status = "collapse"
+        last = _persistence(sp, yp, w, n_w, level, w[1] - w[0], since=onset)[0]
     elif z > _Z_FLAG:
         status = "misfit"
     if status == "ok" and post.ess[i] < _MIN_ESS:
@@ -368,7 +419,7 @@ def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key):
 def forecast_windows(curves, *, prefix: float, window: float = FORECAST_WINDOW, level: float = FORECAST_LEVEL,
                      method: str = FORECAST_METHOD, metric: str = "reward_mean", end_steps=None, key=None,
                      bounds=None, show_progress: bool = False,
-                     calibration=None) -> list[WindowForecast]:
+                     calibration=None, collapse_hazard=None, collapse_mixture: bool | None = None) -> list[WindowForecast]:
     """:func:`forecast_window` for many curves at once (the creep posteriors are fitted in one batch).
 
     Args:
@@ -386,6 +437,10 @@ def forecast_windows(curves, *, prefix: float, window: float = FORECAST_WINDOW, 
     if bounds is None:  # the command line's default too: accuracies and rates are clipped to [0, 1]
         bounds = metric_bounds(metric)
     lo_b, hi_b = check_bounds(bounds)
+    hazard = as_hazard(collapse_hazard)
+    mix = COLLAPSE_MIXTURE if collapse_mixture is None else collapse_mixture
+    if not isinstance(mix, (bool, np.bool_)):
+        raise InvalidValueError(f"collapse_mixture must be True, False or None (the default), got {collapse_mixture!r}")
     curves = list(curves)
     end_steps = [None] * len(curves) if end_steps is None else list(end_steps)
     if len(end_steps) != len(curves):
@@ -402,13 +457,14 @@ def forecast_windows(curves, *, prefix: float, window: float = FORECAST_WINDOW, 
     for i, (sp, yp, w, _, n_w) in enumerate(parts):
         params, band, ess, p_variant = {}, None, float("nan"), {}
         extra = {}
+        onset = prefix_collapse(sp, yp) if method in ("creep", "combined") else None
         if method == "creep":
-            point, lo, hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, level, keys[i])
+            point, lo, hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, level, keys[i], onset)
             params, ess = _summaries(post, i, level), float(post.ess[i])
             p_variant = dict(zip(CREEP_VARIANTS, map(float, post.p_variant[i])))
         elif method == "combined":
             point, lo, hi, status, band, extra = _combined(post, i, sp, yp, w, n_w, level, keys[i], calibration,
-                                                           (lo_b, hi_b) if bounds is not None else None)
+                                                           (lo_b, hi_b) if bounds is not None else None, onset)
             params, ess = _summaries(post, i, level), float(post.ess[i])
             p_variant = dict(zip(CREEP_VARIANTS, map(float, post.p_variant[i])))
         elif method == "persistence":
@@ -420,10 +476,29 @@ def forecast_windows(curves, *, prefix: float, window: float = FORECAST_WINDOW, 
             point, lo, hi = (float(np.clip(v, lo_b, hi_b)) for v in (point, lo, hi))
             if band is not None:
                 band = {k: (v if k == "steps" else np.clip(v, lo_b, hi_b)) for k, v in band.items()}
+        horizon = float(w[1] - sp[-1]) / float(w[1] - sp[0])  # run fractions from the prefix's end to the window's
+        p_c = hazard.p_collapse(horizon)
+        extra.update(p_collapse=p_c, p_collapse_interval=hazard.interval(horizon), collapse_onset=onset)
+        if mix and p_c > 0.0:
+            point, lo, hi, extra = _mixed(point, lo, hi, level, extra, p_c, start_level(yp),
+                                          (lo_b, hi_b) if bounds is not None else None)
         out.append(WindowForecast(float(point), float(lo), float(hi), float(level), method, status, float(sp[-1]),
                                   int(sp.size), (float(w[0]), float(w[1])), int(n_w), params, band, ess,
                                   p_variant, **extra))
     return out
+
+
+def _mixed(point, lo, hi, level, extra, p, start, bounds):
+    """The forecast mixed with the collapse branch (:func:`grpojax.fit._collapse_hazard.mixture_quantiles`):
+    its median, central ``level`` interval and quantiles; the forecast without it in ``smooth``."""
+    smooth = {"mean": float(point), "lo": float(lo), "hi": float(hi), "level": float(level),
+              "quantiles": extra.get("quantiles")}
+    q = mixture_quantiles(smooth, p, start, MIXTURE_TAUS, bounds)
+    a = (1.0 - level) / 2.0
+    m, lo_m, hi_m = (float(np.interp(x, MIXTURE_TAUS, q)) for x in (0.5, a, 1.0 - a))
+    extra = dict(extra, quantiles={"taus": MIXTURE_TAUS.copy(), "values": q}, collapse_mixture=True,
+                 smooth={k: smooth[k] for k in ("mean", "lo", "hi")})
+    return m, lo_m, hi_m, extra
 
 
 def forecast_features(sp, yp, w, creep_lo, creep_hi, level: float = _COMPONENT_LEVEL) -> dict:
@@ -441,19 +516,21 @@ def forecast_features(sp, yp, w, creep_lo, creep_hi, level: float = _COMPONENT_L
             "scale": float(forecast_scale(sd, noise_sd))}
 
 
-def _combined(post, i, sp, yp, w, n_w, level, key, calibration, bounds):
+def _combined(post, i, sp, yp, w, n_w, level, key, calibration, bounds, onset=None):
     """The four forecasters (their own 90% intervals), the median of those that vouch for their fit and the
-    calibrated interval."""
+    calibrated interval; ``onset``: a collapse the prefix holds (persistence from it on, the laws abstain)."""
     k1, k2, k3 = key.spawn(3)
-    c_pt, c_lo, c_hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, _COMPONENT_LEVEL, k1)
+    c_pt, c_lo, c_hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, _COMPONENT_LEVEL, k1, onset)
     comps = {"creep": {"mean": c_pt, "lo": c_lo, "hi": c_hi, "status": status}}
-    pe = _persistence(sp, yp, w, n_w, _COMPONENT_LEVEL, w[1] - w[0])
+    pe = _persistence(sp, yp, w, n_w, _COMPONENT_LEVEL, w[1] - w[0], since=onset)
     comps["persistence"] = {"mean": pe[0], "lo": pe[1], "hi": pe[2], "status": "ok"}
     for law, k in (("exponential", k2), ("sigmoid", k3)):
         try:
             pt, lo, hi, st = _law(sp, yp, w, n_w, _COMPONENT_LEVEL, law, k)
         except ValueError as exc:  # a law that cannot be fitted to this prefix drops out of the average
             pt, lo, hi, st = float("nan"), float("nan"), float("nan"), f"failed: {exc}"
+        if onset is not None and not st.startswith("failed"):  # fitted across the fall: it does not vote
+            st = f"fitted across the collapse at step {onset:g}"
         comps[law] = {"mean": float(pt), "lo": float(lo), "hi": float(hi), "status": st}
     feats = forecast_features(sp, yp, w, c_lo, c_hi)
     cf = calibrated_forecast(votes(comps), horizon=feats["horizon"],
@@ -467,7 +544,7 @@ def _combined(post, i, sp, yp, w, n_w, level, key, calibration, bounds):
 def forecast_window(run_or_curve, *, prefix: float, window: float = FORECAST_WINDOW, level: float = FORECAST_LEVEL,
                     method: str = FORECAST_METHOD, metric: str = "reward_mean", end_step: float | None = None, key=None,
                     bounds=None,
-                    calibration=None) -> WindowForecast:
+                    calibration=None, collapse_hazard=None, collapse_mixture: bool | None = None) -> WindowForecast:
     """Forecast the mean reward over the final ``window`` of a run from its first ``prefix``.
 
     The run spans ``[first step, end_step]`` (``end_step`` defaults to the last logged step: pass the
@@ -494,6 +571,11 @@ def forecast_window(run_or_curve, *, prefix: float, window: float = FORECAST_WIN
             to it: a quantile of a bounded quantity's predictive distribution lies inside its range.
         calibration: ``"combined"`` only: a :class:`grpojax.fit.ForecastCalibration` (None: the one
             shipped with grpojax, :func:`grpojax.fit.default_calibration`).
+        collapse_hazard: the collapse hazard behind ``p_collapse``: None (the one learned from labelled real
+            runs, :data:`grpojax.fit._collapse_hazard.DEFAULT_HAZARD`), a
+            :class:`grpojax.fit._collapse_hazard.CollapseHazard`, or a rate per unit of run fraction (a
+            number ``>= 0``; 0: ``p_collapse`` is 0 and the forecast is the one without the collapse branch).
+        collapse_mixture: mix the collapse branch into the predictive distribution (None: :data:`COLLAPSE_MIXTURE`).
 
     Returns:
         :class:`WindowForecast`; ``str()`` of it is one line of text.
@@ -503,4 +585,5 @@ def forecast_window(run_or_curve, *, prefix: float, window: float = FORECAST_WIN
             have, too few prefix points, bad steps.
     """
     return forecast_windows([run_or_curve], prefix=prefix, window=window, level=level, method=method, metric=metric,
-                            end_steps=[end_step], key=key, bounds=bounds, calibration=calibration)[0]
+                            end_steps=[end_step], key=key, bounds=bounds, calibration=calibration,
+                            collapse_hazard=collapse_hazard, collapse_mixture=collapse_mixture)[0]
