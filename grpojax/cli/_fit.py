@@ -33,7 +33,10 @@ by --forecast-method (default combined: the creep posterior -- a fast rise plus 
 the mean of many prompts with different stiffness -- averaged with persistence, an exponential and a
 sigmoid, with a 90% interval calibrated on the errors of past forecasts on real runs of many
 repositories), set beside what the run then reached; an accuracy or pass rate is kept in [0, 1]; --target T
-adds the probability that the window mean reaches T. Writes DIR/fit.json and DIR/fit_<run>.png. A log
+adds the probability that the window mean reaches T. Each window forecast also states P(the reward
+collapses before the window's end), a base rate per unit of run fraction learned from labelled real runs
+(--collapse-hazard sets another); --collapse-mixture mixes that collapse branch into the forecast and its
+interval. A prefix that already holds a collapse is forecast from the level the reward fell to. Writes DIR/fit.json and DIR/fit_<run>.png. A log
 holding several runs (a TensorBoard folder of runs, a W&B export of several runs, a file whose step
 counter restarts) is fitted run by run: DIR/<run>/fit.json and its PNG for each, and DIR/fit.json
 with all of them; --run NAME picks one. With --pool, every run of the logs given (several logs, a
@@ -84,6 +87,13 @@ def register(subparsers) -> None:
     p.add_argument("--target", type=Real(float32=False, what="a value of the metric"), default=None, metavar="T",
                    help="with --prefix: also give P(the forecast window mean >= T), from the forecast's predictive "
                         "distribution")
+    p.add_argument("--collapse-hazard", type=Real(0, float32=False, what="collapses per unit of run fraction"),
+                   default=None, metavar="H",
+                   help="with --prefix: the collapse hazard behind P(collapse) (default: the base rate learned from "
+                        "labelled real runs; 0: none)")
+    p.add_argument("--collapse-mixture", action="store_true",
+                   help="with --prefix: mix the collapse branch (the level after losing half to all of the rise) into "
+                        "the forecast, its interval and --target's probability, weighted by P(collapse)")
     p.add_argument("--chains", type=Int(1, 1024, what="NUTS chains"), default=NUTS_CHAINS, help=f"NUTS chains (default {NUTS_CHAINS})")
     p.add_argument("--draws", type=Int(1, 10**6, what="NUTS draws per chain"), default=NUTS_DRAWS, help=f"NUTS draws per chain after warmup (default {NUTS_DRAWS})")
     p.add_argument("--warmup", type=Int(1, 10**6, what="NUTS warmup per chain"), default=NUTS_WARMUP, help=f"NUTS warmup per chain (default {NUTS_WARMUP})")
@@ -113,7 +123,22 @@ def _window_json(wf, observed: float) -> dict:
             "prefix_end": wf.prefix_end, "window": list(wf.window), "n_window": wf.n_window,
             "observed_mean": observed, "covered": covered,
             "params": {k: {"median": v[0], "lo": v[1], "hi": v[2]} for k, v in wf.params.items()},
-            "p_variant": wf.p_variant, "components": wf.components, "weights": wf.weights, "features": wf.features}
+            "p_variant": wf.p_variant, "components": wf.components, "weights": wf.weights, "features": wf.features,
+            "p_collapse": wf.p_collapse, "p_collapse_interval": list(wf.p_collapse_interval),
+            "collapse_onset": wf.collapse_onset, "collapse_mixture": wf.collapse_mixture, "smooth": wf.smooth}
+
+
+def _collapse_line(name: str, wf) -> str:
+    """P(collapse before the window's end) with its interval, the mixture if used, a collapse the prefix holds."""
+    lo, hi = wf.p_collapse_interval
+    line = (f"{name}: P(collapse between steps {wf.prefix_end:g} and {wf.window[1]:g}) = {wf.p_collapse:.3f}"
+            + (f" [{lo:.3f}, {hi:.3f}] (90%)" if hi > lo else ""))
+    if wf.collapse_mixture:
+        s = wf.smooth
+        line += f"; mixed into the forecast (without it: {s['mean']:.4g} [{s['lo']:.4g}, {s['hi']:.4g}])"
+    if wf.collapse_onset is not None:
+        line += f"; the prefix holds a collapse at step {wf.collapse_onset:g}: forecast from the level after it"
+    return line
 
 
 def _target_json(wf, target: float, observed: float, bounds, metric: str) -> dict:
@@ -139,7 +164,8 @@ def _window_forecasts(runs, args, key):
     bounds = args.bounds  # None: the library's default, the metric's known range (accuracies: [0, 1])
     fcs = forecast_windows(curves, prefix=args.prefix, window=args.window, method=args.forecast_method,
                            metric=args.metric, key=key, bounds=bounds,
-                           show_progress=sys.stderr.isatty())
+                           show_progress=sys.stderr.isatty(), collapse_hazard=args.collapse_hazard,
+                           collapse_mixture=args.collapse_mixture)
     observed = []
     for (steps, y), wf in zip(curves, fcs):
         m = (steps >= wf.window[0]) & (steps <= wf.window[1]) & np.isfinite(y)
@@ -251,6 +277,10 @@ def run(args) -> int:
     if getattr(args, "target", None) is not None and (args.prefix is None or args.pool or len(args.log) > 1):
         raise CLIError(f"--target {args.target:g} needs --prefix F (the window forecast whose probability it is) and "
                        "one log without --pool")
+    for flag, given in (("--collapse-hazard", getattr(args, "collapse_hazard", None) is not None),
+                        ("--collapse-mixture", getattr(args, "collapse_mixture", False))):
+        if given and (args.prefix is None or args.pool or len(args.log) > 1):
+            raise CLIError(f"{flag} needs --prefix F (the window forecast it acts on) and one log without --pool")
     if args.pool or len(args.log) > 1:
         return run_pooled(args)
     args.log = args.log[0]
@@ -302,7 +332,7 @@ def run(args) -> int:
              for r, path, c in zip(runs, figures, curves)]
     windows, observed = (_window_forecasts(runs, args, args.seed) if args.prefix is not None
                          else ([None] * len(runs), [None] * len(runs)))
-    wtable, vote_lines, target_lines = None, [], []
+    wtable, vote_lines, target_lines, collapse_lines = None, [], [], []
     if args.prefix is not None:
         wtable = Table(title=f"forecast of the mean {args.metric} over the last {args.window:.0%} from the first "
                              f"{args.prefix:.0%} (90% interval)")
@@ -333,6 +363,7 @@ def run(args) -> int:
             entry["window_forecast"] = _window_json(wf, obs)
             if wf.components:
                 vote_lines.append(_votes_line(r.name, wf))
+            collapse_lines.append(_collapse_line(r.name, wf))
             if args.target is not None:
                 tj = _target_json(wf, args.target, obs, args.bounds, args.metric)
                 entry["window_forecast"].update(tj)
@@ -387,7 +418,7 @@ def run(args) -> int:
         print_table(wtable)
         for line in vote_lines:
             console.print(line, highlight=False)
-        for line in target_lines:
+        for line in collapse_lines + target_lines:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
         if args.forecast_method in ("creep", "combined"):
             console.print("A reward curve identifies the plateau, the rates and the noise, not the oscillator's M, C "
@@ -415,7 +446,7 @@ def _rows(report: dict) -> list[dict]:
         if wf is not None:
             rows.append({"run": run, "law": f"window:{wf['method']}", "status": wf["status"], "forecast": wf["mean"],
                          "forecast_lo": wf["lo"], "forecast_hi": wf["hi"], "reached": wf["observed_mean"],
-                         "covered": wf["covered"],
+                         "covered": wf["covered"], "p_collapse": wf["p_collapse"],
                          **({"target": wf["target"], "p_at_least": wf["p_at_least"]} if "target" in wf else {})})
     return rows
 
