@@ -8,13 +8,27 @@ reported when both collapse):
    robust per-point sd of :func:`grpojax.diagnose._events.noise_sd`. Along the run, ``peak`` is the
    largest smoothed value so far and ``rise = peak - start`` (``start``: the median of the first
    ``initial_points`` points, the initial level every detector uses); a
-   collapse needs ``rise >= collapse_rise_sd`` noise sd.
+   collapse needs a rise out of the noise of what measures it: at least the height a noise excursion adds
+   to the running peak of the smoothed curve (below) plus ``collapse_rise_sd`` times the noise of the start
+   (a median of ``m`` points: sd ``sigma sqrt(pi / 2m)``) and of the peak (a mean of ``w``: ``sigma / sqrt(w)``),
+   and at least ``collapse_rise_sd`` noise sd.
 2. The smoothed curve falls to ``peak - collapse_drop_fraction x rise`` within ``collapse_window`` of the
    run's points from the last point where it was within 10 % of the rise of its peak, or within the
    height a noise excursion adds to a running peak (sqrt(2 ln(n/w)) sd of the smoothed curve, w its window),
    whichever is larger (a fall, not a slow decline), and
 3. does not recover: at least 2 points follow, and the mean of the last ``edge_fraction`` of the points
    stays at or below ``peak - collapse_drop_fraction x rise``.
+
+A log that begins at its highest level -- a run resumed from a checkpoint, or started at a plateau -- has
+no rise to measure a fall against. When the search above finds no collapse and every logged value of the
+curve is >= 0 (so 0 is a floor the reward falls towards; ``collapse_from_start``), a **fall from the held
+level** is looked for instead: at a point ``k`` the held level ``L`` is the mean of the up to ``w`` points
+before it (the smoothing window), the highest level so far (within 10 % of ``L`` or the running peak's
+noise height), at least ``collapse_rise_sd`` noise sd above 0; the mean of the up to ``w`` points from
+``k`` is below ``L`` by ``collapse_rise_sd`` times the noise of the two means; the point at ``k`` has lost a
+quarter of ``L``, the moving average of the points from ``k`` on (without the points before it, which would blur the
+fall) reaches ``(1 - collapse_drop_fraction) L`` within ``collapse_window`` of the run, and the late mean
+stays there. The fraction lost is then of the level, measured from 0.
 
 What it reports: the **onset** (the first logged step of the fall: the point after the last one, between
 the peak and the point where half of the rise is lost, whose raw value was within a quarter of the rise
@@ -123,7 +137,11 @@ def _find(s: np.ndarray, y: np.ndarray, cfg: DiagnoseConfig) -> dict[str, Any]:
     _, late = edge_windows(n, cfg.edge_fraction, cfg.min_window_points)
     late_mean = float(np.mean(y[late]))
     best: dict[str, Any] = {"found": False, "lost": float("nan"), "sigma": sigma, "smooth": sm}
-    ok_rise = rise >= max(cfg.collapse_rise_sd * sigma, 1e-12)
+    # a rise out of the noise of what measures it: the running peak of the smoothed curve sits near_peak above
+    # its level by chance, and the start (a median of m points) and the peak (a mean of w) are noisy themselves
+    m0 = initial_window(n, cfg).stop
+    rise_noise = sigma * math.sqrt(math.pi / (2.0 * m0) + 1.0 / w)
+    ok_rise = rise >= max(near_peak + cfg.collapse_rise_sd * rise_noise, cfg.collapse_rise_sd * sigma, 1e-12)
     below = ok_rise & (sm <= peak - frac * rise)
     # the first point of each stretch below the mark: later points of a stretch share its peak and the start
     # of its fall, and are further from it (O(n) candidates would make this O(n^2) on a long collapsed tail)
@@ -167,6 +185,50 @@ def _find(s: np.ndarray, y: np.ndarray, cfg: DiagnoseConfig) -> dict[str, Any]:
     return best
 
 
+def _find_from_start(s: np.ndarray, y: np.ndarray, cfg: DiagnoseConfig, rise_pass: dict[str, Any]) -> dict[str, Any]:
+    """A fall from the level held just before it, measured from the floor 0 (a curve that never goes below
+    0 and logged no rise before its fall); the keys of :func:`_find`, with ``from_start`` set."""
+    n = y.size
+    sm, sigma = rise_pass["smooth"], rise_pass["sigma"]
+    w = clip_window(n, 0.05, 3, 10)
+    near_peak = math.sqrt(2.0 * math.log(max(n / w, 2.0))) * sigma / math.sqrt(w)
+    frac = cfg.collapse_drop_fraction
+    win = max(2, math.ceil(cfg.collapse_window * n))
+    _, late = edge_windows(n, cfg.edge_fraction, cfg.min_window_points)
+    late_mean = float(np.mean(y[late]))
+    ks = np.arange(1, n - 2)  # at least 2 points follow the onset
+    if ks.size == 0:
+        return rise_pass
+    # the level held before k and the level from k on: means of up to w points, the smoothing scale of the
+    # rise-based search's peak (a mean of fewer points is lifted by the noise it is meant to rise above)
+    c = np.r_[0.0, np.cumsum(y)]
+    nb, na = np.minimum(ks, w), np.minimum(n - ks, w)
+    held, after_mean = (c[ks] - c[ks - nb]) / nb, (c[ks + na] - c[ks]) / na
+    top = np.maximum.accumulate(sm)[ks - 1]  # the highest smoothed level before k
+    rise_sd = cfg.collapse_rise_sd
+    ok = ((held >= top - np.maximum(0.1 * held, near_peak)) & (held >= max(rise_sd * sigma, 1e-12))
+          & (y[ks] <= 0.75 * held) & (late_mean <= (1.0 - frac) * held)
+          & (held - after_mean >= rise_sd * sigma * np.sqrt(1.0 / nb + 1.0 / na)))
+    for i in np.flatnonzero(ok):
+        k, L = int(ks[i]), float(held[i])
+        after = centred_mean(y[k:k + win + w], w)[:win + 1]  # the fall, smoothed without the level before it
+        reach = np.flatnonzero(after <= (1.0 - frac) * L)
+        if not reach.size:
+            continue
+        q = int(k + reach[0])
+        m = int(nb[i])
+        before, rest = y[k - m:k], y[k:]
+        drop = float(np.mean(before) - np.mean(rest))
+        var = np.var(before) / before.size + np.var(rest) / rest.size
+        se = float(math.sqrt(max(var, sigma ** 2 * (1 / before.size + 1 / rest.size))))
+        b = int(np.argmax(sm[:k]))
+        return dict(rise_pass, found=True, from_start=True, q=q, p=k - m, f=k - 1,
+                    lost=float((L - np.min(after)) / L), fast=True, stays=True, rise=L, peak=L, start=0.0,
+                    k=int(k), onset=float(s[k]), drop=drop, drop_lo=drop - _Z90 * se, drop_hi=drop + _Z90 * se,
+                    best_index=b, best_step=float(s[b]), best_value=float(sm[b]), late_mean=late_mean, window=win)
+    return rise_pass
+
+
 def detect_collapse(run: RunLog, cfg: DiagnoseConfig, events: dict[str, SeriesEvents]) -> ModeResult:
     """Collapse detector (``reward_mean``, else ``eval_reward``); ``events`` from
     :func:`grpojax.diagnose._events.detect_events` give the precursor chain."""
@@ -182,7 +244,10 @@ def detect_collapse(run: RunLog, cfg: DiagnoseConfig, events: dict[str, SeriesEv
         s, y = s[keep].astype(float), y[keep]
         if y.size < cfg.min_points:
             continue
-        found.append((col, s, y, _find(s, y, cfg)))
+        r = _find(s, y, cfg)
+        if not r["found"] and cfg.collapse_from_start and float(np.min(y)) >= 0.0:
+            r = _find_from_start(s, y, cfg, r)
+        found.append((col, s, y, r))
     if not found:
         return ModeResult(MODE, "insufficient_data", reason=f"needs >= {cfg.min_points} finite reward points")
     hits = [f for f in found if f[3]["found"]]
@@ -198,9 +263,10 @@ def detect_collapse(run: RunLog, cfg: DiagnoseConfig, events: dict[str, SeriesEv
     lost = r["drop"] / r["rise"] if r["rise"] > 0 else float("nan")
     # capped at 1 (all of the rise): a fall below the start is no more a collapse, and a capped fraction is
     # never far enough past its threshold to count without the gates (finish_result's FAR_PAST)
-    ev.append(make_evidence(col, s[p:q + 1], f"fraction of the rise lost (fall from the peak at step {s[p]:g}, "
-                            f"half of it within {q - r['f']} points; 1 = all of it)", min(float(r["lost"]), 1.0),
-                            cfg.collapse_drop_fraction, ">=", kind="fraction"))
+    what = ("fraction of the held level lost, measured from 0 (no rise logged before the fall; level held "
+            f"from step {s[p]:g}" if r.get("from_start") else f"fraction of the rise lost (fall from the peak at step {s[p]:g}")
+    ev.append(make_evidence(col, s[p:q + 1], f"{what}, half of it within {q - r['f']} points; 1 = all of it)",
+                            min(float(r["lost"]), 1.0), cfg.collapse_drop_fraction, ">=", kind="fraction"))
     ev.append(make_evidence(col, s[r["f"]:q + 1], f"points of the fall (<= {cfg.collapse_window:g} of the run)",
                             float(q - r["f"]), float(r["window"]), "<=", kind="gate"))
     _, late = edge_windows(y.size, cfg.edge_fraction, cfg.min_window_points)
@@ -210,7 +276,8 @@ def detect_collapse(run: RunLog, cfg: DiagnoseConfig, events: dict[str, SeriesEv
     ev.append(make_evidence(col, s[p:], "size: mean before - mean after", r["drop"]))
     ev.append(make_evidence(col, s[p:], "size 90% interval low", r["drop_lo"]))
     ev.append(make_evidence(col, s[p:], "size 90% interval high", r["drop_hi"]))
-    ev.append(make_evidence(col, s[p:], "fraction of the rise lost (means)", lost))
+    ev.append(make_evidence(col, s[p:], "fraction of the held level lost (means)" if r.get("from_start")
+                            else "fraction of the rise lost (means)", lost))
     ev.append(make_evidence(col, s[:k], "best step before the onset", r["best_step"]))
     res = finish_result(MODE, ev, [(r["onset"], float(s[-1]))] if r["found"] else [],
                         {"column": col, col: (s, y), "smooth": (s, r["smooth"]), "onset": r["onset"],
@@ -229,10 +296,13 @@ def detect_collapse(run: RunLog, cfg: DiagnoseConfig, events: dict[str, SeriesEv
     info = {"onset": r["onset"], "size": r["drop"], "size_interval": (r["drop_lo"], r["drop_hi"]),
             "level": 0.9, "lost_fraction": lost, "peak_step": float(s[p]), "best_step": r["best_step"],
             "best_value": r["best_value"], "restore_step": restore,
-            "restore_from": "saved checkpoint" if ckpts else "best step", "column": col, "precursors": chain}
+            "restore_from": "saved checkpoint" if ckpts else "best step", "column": col, "precursors": chain,
+            "measured_from": "the held level (no rise logged)" if r.get("from_start") else "the rise"}
     panel["collapse"] = info
-    reason = (f"{col} fell from {r['peak']:.3g} (step {s[p]:g}) to {float(np.mean(y[k:])):.3g}, {lost:.0%} of its "
-              f"rise, half of it within {q - r['f']} points: onset at step {r['onset']:g}, "
+    of = ("of the level it held (measured from 0: the log shows no rise before the fall)" if r.get("from_start")
+          else "of its rise")
+    reason = (f"{col} fell from {r['peak']:.3g} (step {s[p]:g}) to {float(np.mean(y[k:])):.3g}, {lost:.0%} {of}, "
+              f"half of it within {q - r['f']} points: onset at step {r['onset']:g}, "
               f"size {r['drop']:.3g} [{r['drop_lo']:.3g}, {r['drop_hi']:.3g}] (90%); best step {r['best_step']:g}"
               + ("; precursors: " + ", ".join(f"{c['metric']} {c['direction']} {c['lead']:g} steps before"
                                               for c in chain) if chain else "; no precursor event"))

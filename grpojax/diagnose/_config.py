@@ -97,6 +97,9 @@ gap reads better. Measured gaps (quick benchmark, 2026-11-29):
   within ``collapse_window = 0.1`` of the run and stays down, after a rise of ``collapse_rise_sd = 2``
   noise sd: the wording of the collapse labelling rule (``benchmarks/collapse/README.md``), written before
   the detector ran. ``collapse_lookback = 0.25`` of the run before the onset is searched for precursors.
+  ``collapse_from_start = True``: a non-negative curve that logged no rise before its fall (a resumed
+  run, a run started at a plateau) is judged against 0 with the same thresholds
+  (``benchmarks/collapse/from_start_rule.md``, written before it was scored).
   ``length_drop_ratio = 0.4``: a response length that drops in one event to 40 % of its median so far (a
   crash of 60 %) is a length pathology whatever the run's end shows.
 - Advice: ``zero_std_target = 0.25``, the fraction of zero-variance groups the degeneracy advice aims
@@ -195,6 +198,9 @@ class DiagnoseConfig(Config):
         collapse_rise_sd: ... after a rise of at least this many per-step noise sd, and stays down.
         collapse_lookback: a precursor is an event of another metric at most this fraction of the run
             before the collapse onset.
+        collapse_from_start: for a curve that never goes below 0 and logged no rise before its fall (a
+            resumed run, a run started at a plateau), also judge a fall from the level it held, measured
+            from 0 (same fraction, window and noise thresholds).
         length_drop_ratio: length pathology when the response length drops in one event to at most this
             fraction of its median before the event.
     """
@@ -273,6 +279,7 @@ class DiagnoseConfig(Config):
     collapse_window: Finite = Field(0.1, gt=0, le=1)
     collapse_rise_sd: Finite = Field(2.0, ge=0)
     collapse_lookback: Finite = Field(0.25, gt=0, le=1)
+    collapse_from_start: bool = True
     length_drop_ratio: Finite = Field(0.4, ge=0)
 
     @model_validator(mode="after")
