@@ -16,8 +16,8 @@ The model (written down before it was scored):
    fractions: the posterior predictive ``p = 1 - (E / (E + h))^(k + 1/2)`` (the mean over the posterior of
    ``1 - exp(-λ h)``), and a 90% interval ``1 - exp(-λ h)`` at the posterior's 5% and 95% quantiles of ``λ``.
    Nothing in the prefix raises or lowers ``p``: on the labelled corpora there are too few collapses to
-   learn from what precedes them (the collapse-risk alert of :mod:`grpojax.monitor` warned before none of
-   them), so the model is a base rate.
+   learn from what precedes them (the collapse-risk alert of :mod:`grpojax.monitor` warned in time for
+   none of the three collapses of the public collapse corpus), so the model is a base rate.
 3. **The collapse branch.** A run that collapses ends at ``Y_c = Y - φ (Y - a)⁺``: ``Y`` the smooth
    forecast of the window mean, ``a`` the run's start level (the mean of its first ``max(3, ⌈5%⌉)``
    prefix points), ``φ`` the fraction of the rise it loses, uniform on ``[0.5, 1]`` (a collapse loses
