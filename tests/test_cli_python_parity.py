@@ -197,8 +197,9 @@ def check_fit(argv, tmp, printed):
         fc = forecast_window(log, prefix=prefix)  # default window, method, seed and bounds
         wf = entry["window_forecast"]
         assert wf["status"] == fc.status and wf["method"] == fc.method
-        for k in ("mean", "lo", "hi"):
+        for k in ("mean", "lo", "hi", "p_collapse"):
             _close(wf[k], getattr(fc, k), rel=1e-9, what=f"window forecast {k}")
+        assert f"= {fc.p_collapse:.3f}" in printed
         assert f"{fc.mean:.4g}" in printed and f"[{fc.lo:.4g}, {fc.hi:.4g}]" in printed
 
 
