@@ -217,6 +217,7 @@ def score(cs, extra):
             rows.append({"repo": repo, "run": c["run"], "metric": c["metric"], "prefix": c["prefix"],
                          "truth": c["truth"], "at_risk": c["at_risk"], "outcome": bool(c["outcome"]),
                          "prefix_onset": c["prefix_onset"], "label_onset": c["label_onset"],
+                         "status": c["old"].get("status", "?"),
                          "p": {"hazard": p_c, "base rate": base[c["prefix"]], "always 0": 0.0},
                          "hazard_rate": hz.mean_rate(),
                          "points": {"as before": cfs["as before"]["mean"], "prefix rule": cf["mean"],
@@ -267,7 +268,11 @@ def summarise(rows):
              "mean_p": {m: float(np.mean([r["p"][m] for r in risk])) for m in P_METHODS},
              "brier_diff_ci90": {"hazard - always 0": _boot(g, sq["hazard"] - sq["always 0"]),
                                  "hazard - base rate": _boot(g, sq["hazard"] - sq["base rate"])},
-             "per_repo": {}}
+             "per_repo": {}, "by_status": {}}
+        for r in risk:  # what the prefix shows (the creep posterior's status) against a later collapse
+            n_e = a["by_status"].setdefault(r["status"], [0, 0])
+            n_e[0] += 1
+            n_e[1] += int(r["outcome"])
         for rp in sorted({r["repo"] for r in risk}, key=str.lower):
             k = g == rp
             a["per_repo"][rp] = {"n": int(k.sum()), "events": int(o[k].sum()),
@@ -325,6 +330,14 @@ def markdown(res) -> str:
                  + f" | {_f(a['mean_p']['hazard'])} | [{_f(d['hazard - always 0'][0], 4)}, "
                    f"{_f(d['hazard - always 0'][1], 4)}] | [{_f(d['hazard - base rate'][0], 4)}, "
                    f"{_f(d['hazard - base rate'][1], 4)}] |")
+    L += ["", "What the prefix shows (the creep posterior's status at the prefix's end) against a collapse after it "
+          "(at-risk series: series / collapses):", "", "| prefix | " + " | ".join(
+              sorted({s for f in res["prefixes"] for s in res["summary"][str(f)]["collapse"]["by_status"]})) + " |",
+          "|---|" + "---|" * len({s for f in res["prefixes"] for s in res["summary"][str(f)]["collapse"]["by_status"]})]
+    for f in res["prefixes"]:
+        bs = res["summary"][str(f)]["collapse"]["by_status"]
+        L.append(f"| {f:.0%} | " + " | ".join(f"{bs[s][0]} / {bs[s][1]}" if s in bs else "-" for s in sorted(
+            {s for g in res["prefixes"] for s in res["summary"][str(g)]["collapse"]["by_status"]})) + " |")
     L += ["", "Per repository (those with a collapse after the prefix):", "",
           "| prefix | repository | at risk | collapses | hazard | base rate | always 0 |", "|---|---|---|---|---|---|---|"]
     for f in res["prefixes"]:
