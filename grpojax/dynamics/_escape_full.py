@@ -54,6 +54,8 @@ from grpojax._checks import check_int as _check_int
 from grpojax._errors import InvalidValueError
 from grpojax.dynamics._checks import check_hyperparams
 
+_BATCH = 1 << 16  # displacements handed to ``outside`` per call (at most, and at least one step's draws)
+
 __all__ = ["FullEscape", "displacement_moments", "escape_full", "invariant_subspace", "stationary_displacement"]
 
 
@@ -198,9 +200,16 @@ def _exact_1d_exits(v0, v1, c01, width):
     return _exit_probability(z, np.atleast_1d(v0), z, np.atleast_1d(v1), np.atleast_1d(c01), width)[0]
 
 
-def _sqrt_psd(M):
-    vals, vecs = np.linalg.eigh(0.5 * (M + M.T))
-    return vecs * np.sqrt(np.clip(vals, 0.0, None))[None, :]
+def _factor(M):
+    """F with F Fᵀ = M for a stack of covariance matrices: Cholesky with a jitter of 1e-12 of the largest
+    diagonal entry (the covariance at the start is 0), the symmetric square root where that fails."""
+    diag = np.abs(np.diagonal(M, axis1=-2, axis2=-1)).max(-1)
+    jitter = 1e-12 * np.maximum(diag, 1e-300)[:, None, None] * np.eye(M.shape[-1])
+    try:
+        return np.linalg.cholesky(M + jitter)
+    except np.linalg.LinAlgError:
+        vals, vecs = np.linalg.eigh(0.5 * (M + np.swapaxes(M, -1, -2)))
+        return vecs * np.sqrt(np.clip(vals, 0.0, None))[..., None, :]
 
 
 def escape_full(
@@ -253,19 +262,25 @@ def escape_full(
             raise InvalidValueError("outside must be given with exits='monte_carlo' (a predicate on displacements)")
         samples = _check_int("samples", samples, 1)
         rng = np.random.default_rng(seed)
-        for t in range(steps):
-            z = rng.standard_normal((samples, 2 * n))
-            joint = np.block([[cov[t], lag1[t].T], [lag1[t], cov[t + 1]]])
-            if not np.all(np.isfinite(joint)):  # the moments overflowed: the update is unstable, escape for sure
-                hazard[t:] = np.inf
-                q[t:] = 1.0
+        chunk = max(1, _BATCH // samples)  # steps whose draws go to ``outside`` in one call
+        for start in range(0, steps, chunk):
+            ts = range(start, min(start + chunk, steps))
+            joint = np.stack([np.block([[cov[t], lag1[t].T], [lag1[t], cov[t + 1]]]) for t in ts])
+            finite = np.all(np.isfinite(joint), axis=(1, 2))
+            blown = None if finite.all() else start + int(np.argmin(finite))  # overflowed: unstable, escaped
+            z = rng.standard_normal((len(ts), samples, 2 * n))
+            x = z @ np.swapaxes(_factor(np.where(finite[:, None, None], joint, 0.0)), -1, -2)
+            m = len(ts) if blown is None else blown - start
+            if m:
+                out0 = np.asarray(outside(x[:m, :, :n].reshape(-1, n)), bool).reshape(m, samples)
+                out1 = np.asarray(outside(x[:m, :, n:].reshape(-1, n)), bool).reshape(m, samples)
+                inside = np.maximum(np.mean(~out0, axis=1), 1.0 / samples)
+                q[start:start + m] = np.mean(~out0 & out1, axis=1)
+                hazard[start:start + m] = -np.log1p(-np.minimum(q[start:start + m] / inside, 1.0 - 1e-16))
+            if blown is not None:
+                q[blown:] = 1.0
+                hazard[blown:] = np.inf
                 break
-            x = z @ _sqrt_psd(joint).T
-            out0 = np.asarray(outside(x[:, :n]), bool)
-            out1 = np.asarray(outside(x[:, n:]), bool)
-            inside = max(float(np.mean(~out0)), 1.0 / samples)
-            q[t] = float(np.mean(~out0 & out1))
-            hazard[t] = -np.log1p(-min(q[t] / inside, 1.0 - 1e-16))
     total = float(np.sum(hazard))
     return FullEscape(probability=float(-np.expm1(-total)), expected_exits=float(np.sum(q)), exits=q,
                       mean_square=np.trace(cov, axis1=1, axis2=2), covariance=cov[-1], radius=radius)
