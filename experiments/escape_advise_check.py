@@ -105,9 +105,10 @@ def predict(out: pathlib.Path, quick: bool, log=print, growth: float = 0.0):
     return pred
 
 
-def run_members(members, ctx, apred, repeats: int, steps: int, log=print):
+def run_members(members, ctx, apred, repeats: int, steps: int, log=print, traces: dict | None = None):
     """Run ``members`` (dicts with rule, optimizer, mu, k_ref, eta, seed) at ``repeats`` groups per prompt,
-    one vmapped program per chunk of ``CHUNK``; returns the atlas regime of each."""
+    one vmapped program per chunk of ``CHUNK``; returns the atlas regime of each. ``traces``: a dict whose keys
+    name traced outputs of the program (e.g. ``param_dist``, ``tv``); each gets the list of every member's trace."""
     p32 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), ctx["unravel"](ctx["theta_star"]))
     theta32, unravel32 = ravel_pytree_(p32)
     direction = jnp.asarray(np.asarray(apred["stiffness"]["none"]["direction"]), jnp.float32)
@@ -131,6 +132,8 @@ def run_members(members, ctx, apred, repeats: int, steps: int, log=print):
         for i in range(n):
             regimes.append(atlas.classify(outs["param_dist"][i], outs["tv"][i], outs["proj"][i], outs["alive"][i],
                                           steps))
+            for k in traces or {}:
+                traces[k].append(outs[k][i])
     log(f"{len(members)} runs x {steps} steps ({repeats * 9 * atlas.G} samples per step): {wall:.1f} s")
     return regimes, wall
 

@@ -1,0 +1,517 @@
+"""Is escape decided by the whole displacement? The full-dimensional escape model, pre-registered on new runs.
+
+The one-direction escape model follows θ − θ* along the stiffest direction v only. On the policy network of
+the stability atlas, with momentum 0.9 and 72 samples per step, the runs escape at about a third of its
+predicted onset, and they leave mostly off v (a median 4% of |θ − θ*|² along v where they first pass the
+basin). The hypothesis tested here: the escape is decided by the whole displacement. The model
+(``grpojax.dynamics._escape_full``) is the linearised heavy-ball update of all 197 parameters with periodic
+refresh and Gaussian noise of the full covariance of one step's sampled gradient, with every quantity measured
+at θ* before any run:
+
+- K_0 and K_d: the dense Jacobians of the exact mean update at θ* (the atlas's ``mean_update``), per rule;
+- the noise: the covariance Σ₇₂ (197 × 197) of the trainer's sampled gradient of one step of 72 samples at
+  θ = θ_b = θ* over ``NOISE_DRAWS`` independent steps (vmapped; at θ = θ_b the three rules' sampled gradients
+  coincide); a step of R × 72 samples has Σ₇₂ / R (independent groups);
+- the basin: the atlas's regime rule marks a run unstable once the policy's mean total-variation distance
+  from the plateau's is above 0.15, so the basin is {e : TV(π(θ* + e), π(θ*)) ≤ 0.15}, evaluated on the real
+  network for every Monte Carlo draw of e (the one-direction model takes the same level along v only).
+
+The displacement lives in the smallest subspace that holds the noise and is invariant under K_0 and K_d
+(``invariant_subspace``: 36 of the 197 directions here, the policy's free logits); the model is computed
+there, exactly. P(escape within T = 400 steps) from the exact Gaussian moments, exits (inside at t, outside
+at t + 1) counted by Monte Carlo on the joint normal of (e_t, e_{t+1}) and summed as a Poisson process, as the
+one-direction model counts them. η50 and η05: where P reaches 1/2 and 0.05 (bisection in log η on the same
+Monte Carlo draws).
+
+New runs (held out: no run here was used to set anything; nothing in the model is fitted): rules none and
+clipped × SGD momentum 0 and 0.9 × K_ref 1, 4, 16 × 72 and 288 samples per step (1 and 4 groups per prompt),
+10 learning rates log-spaced 0.05-1 η* (η* the atlas's exact threshold), seeds 10-13 (never run before: the
+atlas and the escape experiments ran seeds 0-3, 100-169 and 300-315), 400 steps, the atlas's own program
+(``network_stability_atlas.make_program`` through ``escape_advise_check.run_members``) and regime rule.
+
+Scores: agreement of the predicted regime (unstable iff P ≥ 1/2) with the measured one outside ±25% of each
+model's own predicted onset (the η*-only rule: of η*), overall and per cell; the Brier score of P against
+the label, beside the η*-only rule and the one-direction model (additive noise, and with noise that grows
+with the state, c from the held-out experiment), both with the escape validation's committed inputs.
+
+Stages: ``--stage predict`` writes predictions.json and stops; ``--stage run`` runs against the committed
+predictions.json; ``all`` does both. ``--quick``: rule none, momentum 0.9, K_ref 1 and 4, 72 samples, 2 seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import escape_advise_check as eac  # noqa: E402
+import escape_validation as ev  # noqa: E402
+import network_stability_atlas as atlas  # noqa: E402
+
+from grpojax._experiment import (Claim, committed_predictions, experiment_parser, load_average, parse_args,  # noqa: E402
+                                 print_claims, write_summary)
+
+NAME = "escape_whole_displacement"
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+VALIDATION = RESULTS / "escape_validation" / "full" / "predictions.json"
+HELDOUT = RESULTS / "escape_heldout" / "predictions.json"
+STEPS = 400
+SEEDS = (10, 11, 12, 13)
+QUICK_SEEDS = (10, 11)
+RELS = tuple(float(r) for r in np.geomspace(0.05, 1.0, 10))
+RULES = ("none", "clipped")
+MUS = (0.0, 0.9)
+KS = (1, 4, 16)
+REPEATS = (1, 4)
+NOISE_DRAWS = 4000
+NOISE_KEY = 36  # a key no earlier noise measurement used (7, 11-13, 21)
+MC_SAMPLES = 250  # joint draws of (e_t, e_t+1) per step
+MC_SEED = 0
+ONSET_ROUNDS = 4  # bisection rounds in log eta inside the bracketing grid pair (a factor 1.39): 2% at the end
+
+
+def cells(apred, quick: bool):
+    rules, mus, ks = (("none",), (0.9,), (1, 4)) if quick else (RULES, MUS, KS)
+    return [t for t in apred["thresholds"] if t["rule"] in rules and t["optimizer"] in {f"sgd{m}" for m in mus}
+            and t["k_ref"] in ks]
+
+
+class Network:
+    """The basin predicate on the real network: TV(π(θ* + U e_r), π(θ*)) > level, batched."""
+
+    def __init__(self, ctx, U):
+        x = jnp.asarray(ctx["x"], jnp.float32)
+        un = ctx["unravel"]
+        ts = jnp.asarray(ctx["theta_star"], jnp.float32)
+        f32 = lambda t: jax.tree.map(lambda a: a.astype(jnp.float32), un(t))  # noqa: E731
+        p0 = jnp.exp(atlas.logp_all(f32(ts), x))
+        Uj = jnp.asarray(U, jnp.float32)
+
+        @jax.jit
+        def tv(er):
+            th = ts[None, :] + er @ Uj.T
+            pol = jax.vmap(lambda t: jnp.exp(atlas.logp_all(f32(t), x)))(th)
+            return 0.5 * jnp.abs(pol - p0[None]).sum(-1).mean(-1)
+
+        self.tv = tv
+
+    def outside(self, er):
+        return np.asarray(self.tv(jnp.asarray(er, jnp.float32))) > ev.TV_RULE
+
+
+def measure_noise(ctx, log=print):
+    g = ev.step_gradients(ctx, "none", NOISE_DRAWS, jax.random.key(NOISE_KEY))
+    C = np.cov(g, rowvar=False)
+    log(f"noise: {g.shape[0]} steps of 72 samples at theta*, trace of the step covariance {np.trace(C):.4g}")
+    return C
+
+
+def reduce_rule(ctx, rule, C):
+    from grpojax.dynamics._escape_full import invariant_subspace
+
+    K0, Kd = ev.dense_stiffness(ctx, rule)
+    U = invariant_subspace(K0, Kd, C)
+    return dict(U=U, k0=U.T @ K0 @ U, kd=U.T @ Kd @ U, C=U.T @ C @ U, K0=K0, Kd=Kd)
+
+
+def full_p(red, net, eta, mu, K, R, samples=MC_SAMPLES):
+    from grpojax.dynamics._escape_full import escape_full
+
+    return escape_full(red["k0"], red["kd"], red["C"] / R, eta, mu, K, STEPS, net.outside, samples=samples,
+                       seed=MC_SEED)
+
+
+def onset(p_of, rels, ps, level):
+    """η/η* where P reaches ``level``: the first bracketing pair of the grid, then bisection in log η
+    (0: above the level at the lowest rate; inf: below it at every rate of the grid)."""
+    ps = np.asarray(ps)
+    hit = ps >= level
+    if not hit.any():
+        return math.inf
+    i = int(np.argmax(hit))
+    if i == 0:
+        return 0.0
+    lo, hi = math.log(rels[i - 1]), math.log(rels[i])
+    for _ in range(ONSET_ROUNDS):
+        mid = 0.5 * (lo + hi)
+        if p_of(math.exp(mid)) >= level:
+            hi = mid
+        else:
+            lo = mid
+    return math.exp(0.5 * (lo + hi))
+
+
+def predict(out: pathlib.Path, quick: bool, log=print):
+    from grpojax.dynamics._escape import escape_onset, escape_probability
+    from grpojax.dynamics._escape_full import stationary_displacement
+
+    t0 = time.perf_counter()
+    apred = json.loads(ev.ATLAS_PREDICTIONS.read_text())
+    vpred = json.loads(VALIDATION.read_text())
+    growth_c = float(json.loads(HELDOUT.read_text())["growth"]["c"])
+    ctx = atlas.context_from(apred)
+    C = measure_noise(ctx, log)
+    cs = cells(apred, quick)
+    repeats = (1,) if quick else REPEATS
+    inputs, reds, nets = {}, {}, {}
+    for rule in sorted({c["rule"] for c in cs}):
+        red = reduce_rule(ctx, rule, C)
+        v = np.asarray(apred["stiffness"][rule]["direction"])
+        v = v / np.linalg.norm(v)
+        reds[rule], nets[rule] = red, Network(ctx, red["U"])
+        ev_total = np.linalg.eigvals(red["k0"] + red["kd"])
+        inputs[rule] = dict(subspace_dim=int(red["U"].shape[1]), noise_trace_72=float(np.trace(C)),
+                            noise_along_v_72=float(v @ C @ v), noise_share_v=float(v @ C @ v / np.trace(C)),
+                            effective_noise_dimension=float(np.trace(C) / (v @ C @ v)),
+                            k_total_eigs_real_min=float(ev_total.real.min()),
+                            k_total_eigs_real_max=float(ev_total.real.max()),
+                            k_total_eigs_real_quantiles=[float(x) for x in np.percentile(ev_total.real, [10, 50, 90])],
+                            basin_w_along_v=vpred["basin"][rule]["w"])
+        log(f"{rule:>9}: invariant subspace {red['U'].shape[1]} of {C.shape[0]} directions; noise along v "
+            f"{inputs[rule]['noise_share_v']:.1%} of the trace; Re eig(K_0 + K_d) from "
+            f"{ev_total.real.min():.3g} to {ev_total.real.max():.3g}")
+    rows, onsets = [], []
+    for c in cs:
+        rule, mu, K, es = c["rule"], c["mu"], c["k_ref"], c["eta_exact"]
+        red, net = reds[rule], nets[rule]
+        v = np.asarray(apred["stiffness"][rule]["direction"])
+        v = red["U"].T @ (v / np.linalg.norm(v))  # v lies in the subspace (its norm there is reported)
+        for R in repeats:
+            t1 = time.perf_counter()
+            cache = {}
+
+            def p_of(rel, R=R):
+                if rel not in cache:
+                    cache[rel] = full_p(red, net, rel * es, mu, K, R)
+                return cache[rel].probability
+
+            ps = [p_of(r) for r in RELS]
+            on50 = onset(p_of, RELS, ps, 0.5)
+            on05 = onset(p_of, RELS, ps, 0.05)
+            kw = dict(noise=vpred["noise"][rule]["per_step_variance_72"] * 72, samples_per_step=72 * R,
+                      basin=vpred["basin"][rule]["w"], steps=STEPS, lag="periodic", k_instant=c["k_instant"])
+            etas = np.asarray(RELS) * es
+            p_add = escape_probability(etas, mu, K, c["k_stale"], **kw).probability
+            p_gr = escape_probability(etas, mu, K, c["k_stale"], noise_growth=growth_c, **kw).probability
+            one = {}
+            for name, extra in (("additive", {}), ("growth", dict(noise_growth=growth_c))):
+                for lev in (0.5, 0.05):
+                    one[f"{name}_{int(lev * 100):02d}"] = float(escape_onset(
+                        mu, K, c["k_stale"], eta_max=es * 10.0, level=lev, **kw, **extra)) / es
+            st, radius = stationary_displacement(red["k0"], red["kd"], red["C"] / R, RELS[0] * es, mu, K)
+            onsets.append(dict(rule=rule, optimizer=c["optimizer"], mu=mu, k_ref=K, repeats=R, samples_per_step=72 * R,
+                               eta_exact=es, onset_rel=on50, onset05_rel=on05,
+                               one_direction_additive_rel=one["additive_50"], one_direction_additive05_rel=one["additive_05"],
+                               one_direction_growth_rel=one["growth_50"], one_direction_growth05_rel=one["growth_05"],
+                               stationary_mean_square_at_lowest_eta=float(np.trace(st)) if radius < 1 else None,
+                               evaluations=len(cache)))
+            for rel, eta, pa, pg in zip(RELS, etas, p_add, p_gr):
+                est = cache[rel]
+                rows.append(dict(rule=rule, optimizer=c["optimizer"], mu=mu, k_ref=K, repeats=R, eta_rel=rel,
+                                 eta=float(eta), eta_exact=es, p_escape=est.probability,
+                                 expected_exits=est.expected_exits, mean_square_T=float(est.mean_square[-1]),
+                                 share_v_T=float(v @ est.covariance @ v / max(np.trace(est.covariance), 1e-300)),
+                                 p_one_direction_additive=float(pa), p_one_direction_growth=float(pg),
+                                 p_star=1.0 if rel >= 1.0 else 0.0))
+            log(f"  {rule:>9} mu={mu} K_ref={K:>2} x{R}: eta50 {on50:.3g} eta*, eta05 {on05:.3g} eta* (one direction: "
+                f"{one['growth_50']:.3g} / {one['growth_05']:.3g} with growth, {one['additive_50']:.3g} additive); "
+                f"{len(cache)} evaluations, {time.perf_counter() - t1:.0f} s")
+    pred = dict(
+        experiment=NAME, quick=quick, written_before_runs=True, git_head=atlas.git_head(), steps=STEPS,
+        seeds=list(QUICK_SEEDS if quick else SEEDS), rels=list(RELS), noise_draws=NOISE_DRAWS, mc_samples=MC_SAMPLES,
+        growth_c=growth_c, inputs=inputs,
+        model="full (p_escape, onset_rel, onset05_rel): grpojax.dynamics._escape_full.escape_full on the invariant "
+              "subspace of the dense K_0, K_d at theta* and the step noise covariance Sigma_72 / R (measured at "
+              "theta*), heavy ball, periodic refresh, from rest at theta*; basin TV(pi(theta* + e), pi(theta*)) <= "
+              "0.15 on the real network; exits by Monte Carlo on the exact joint normal of (e_t, e_t+1), "
+              f"{MC_SAMPLES} draws per step, counted as a Poisson process. One-direction comparators: "
+              "escape_probability along v with the escape validation's noise and basin w, additive "
+              "(p_one_direction_additive) and with noise growth c (p_one_direction_growth). eta*-only: p_star.",
+        label_rule=atlas.RULE_TEXT, onsets=onsets, predictions=rows, seconds=time.perf_counter() - t0)
+    (out / "predictions.json").write_text(json.dumps(pred, indent=1))
+    return pred
+
+
+DIAG_STEPS = (5, 10, 20, 50)  # steps at which the runs' mean |theta - theta*|^2 is set beside the model's
+
+
+def run(pred, log=print):
+    """The new runs: every predicted (cell, eta) x seed, the atlas's program and regime rule."""
+    apred = json.loads(ev.ATLAS_PREDICTIONS.read_text())
+    ctx = atlas.context_from(apred)
+    measured, walls = [], {}
+    for R in sorted({p["repeats"] for p in pred["predictions"]}):
+        members = []
+        for p in (p for p in pred["predictions"] if p["repeats"] == R):
+            for sd in pred["seeds"]:
+                # the atlas's stream convention, 1000 * index + seed: seeds 10-13 give streams no earlier run used
+                members.append(dict(p, seed=sd, key=1000 * len(members) + sd))
+        traces = {"param_dist": []}
+        regimes, walls[R] = eac.run_members(members, ctx, apred, R, pred["steps"], log=log, traces=traces)
+        for m, g, d in zip(members, regimes, traces["param_dist"]):
+            measured.append(dict(rule=m["rule"], optimizer=m["optimizer"], mu=m["mu"], k_ref=m["k_ref"], repeats=R,
+                                 eta_rel=m["eta_rel"], seed=m["seed"], measured=g, unstable=g != "stable",
+                                 dist2={str(t): float(d[t - 1] ** 2) for t in DIAG_STEPS}))
+    return measured, walls
+
+
+def _cell(r):
+    return r["rule"], r["optimizer"], r["k_ref"], r["repeats"]
+
+
+def _key(r):
+    return _cell(r) + (round(r["eta_rel"], 6),)
+
+
+MODELS = ("full", "one_growth", "one_additive", "star")
+LABELS = {"full": "whole displacement (this model)", "one_growth": "one direction, noise growth",
+          "one_additive": "one direction, additive", "star": "eta*-only rule"}
+
+
+def score(pred, measured):
+    p_of = {_key(p): p for p in pred["predictions"]}
+    on_of = {_cell(o): o for o in pred["onsets"]}
+    rec = []
+    for m in measured:
+        p, o = p_of[_key(m)], on_of[_cell(m)]
+        rec.append(dict(cell=_cell(m), mu=m["mu"], R=m["repeats"], y=float(m["unstable"]), rel=m["eta_rel"],
+                        full=p["p_escape"], one_growth=p["p_one_direction_growth"],
+                        one_additive=p["p_one_direction_additive"], star=p["p_star"],
+                        on_full=o["onset_rel"], on_one_growth=o["one_direction_growth_rel"],
+                        on_one_additive=o["one_direction_additive_rel"], on_star=1.0))
+
+    def agree(rs, w):
+        on = f"on_{w}"
+        far = [r for r in rs if r[on] <= 0 or not math.isfinite(r[on]) or
+               abs(math.log(r["rel"] / r[on])) > math.log(1.25)]
+        ok = [(r[w] >= 0.5) == (r["y"] > 0.5) for r in far]
+        return (float(np.mean(ok)) if ok else None), len(far)
+
+    def block(rs):
+        out = dict(n=len(rs), unstable=int(sum(r["y"] for r in rs)))
+        for w in MODELS:
+            out[f"brier_{w}"] = float(np.mean([(r[w] - r["y"]) ** 2 for r in rs]))
+            out[f"agreement_far_{w}"], out[f"n_far_{w}"] = agree(rs, w)
+        return out
+
+    res = dict(all=block(rec))
+    res["groups"] = {f"mu {mu:g}, {72 * R} samples": block([r for r in rec if r["mu"] == mu and r["R"] == R])
+                     for mu in sorted({r["mu"] for r in rec}) for R in sorted({r["R"] for r in rec})}
+    res["cells"] = {"/".join(map(str, k)): block([r for r in rec if r["cell"] == k]) for k in sorted({r["cell"] for r in rec})}
+    for R in sorted({r["R"] for r in rec}):
+        mom = {k: v for k, v in res["cells"].items() if k.split("/")[1] == "sgd0.9" and k.endswith(f"/{R}")}
+        for w in MODELS:
+            vals = [v[f"agreement_far_{w}"] for v in mom.values() if v[f"agreement_far_{w}"] is not None]
+            res.setdefault(f"momentum_{72 * R}", {})[w] = dict(
+                min_agreement=min(vals) if vals else None, cells_at_least_80=sum(x >= 0.8 for x in vals), cells=len(vals))
+    star = res["all"]["brier_star"]
+    res["acceptance"] = dict(
+        agreement_all=res["all"]["agreement_far_full"] >= 0.9,
+        momentum_72_every_cell=res["momentum_72"]["full"]["cells_at_least_80"] == res["momentum_72"]["full"]["cells"],
+        brier_30pct_below_star=res["all"]["brier_full"] <= 0.7 * star)
+    res["acceptance"]["met"] = all(res["acceptance"].values())
+    return res
+
+
+def measured_onsets(pred, measured):
+    """Per cell the measured onset: the escape analysis's probit in log eta (its width s where identified), or
+    the geometric middle of the separating gap ('gap'), or a bound ('below': every run unstable; 'above': none)."""
+    import escape_advise_analysis as eaa
+
+    out = []
+    for o in pred["onsets"]:
+        rels = sorted({m["eta_rel"] for m in measured if _cell(m) == _cell(o)})
+        x = np.log(np.asarray(rels))
+        k = np.array([sum(m["unstable"] for m in measured if _cell(m) == _cell(o) and m["eta_rel"] == r) for r in rels])
+        n = np.array([sum(1 for m in measured if _cell(m) == _cell(o) and m["eta_rel"] == r) for r in rels])
+        fit = eaa.probit_fit(x, k, n)
+        ln_on, kind = eaa.onset_estimate(x, k, n, fit)
+        out.append(dict(o, measured_onset_rel=float(math.exp(ln_on)), measured_kind=kind,
+                        measured_width=None if fit is None else fit["s"], n=int(n.sum()), unstable=int(k.sum())))
+    return out
+
+
+def variance_check(pred, measured):
+    """The runs' mean |theta - theta*|^2 at a few early steps against the model's E|e_t|^2 (exact moments, the
+    same inputs), per cell at the two lowest learning rates: is the linear model's spread too small already
+    before the runs leave?"""
+    from grpojax.dynamics._escape_full import displacement_moments
+
+    apred = json.loads(ev.ATLAS_PREDICTIONS.read_text())
+    ctx = atlas.context_from(apred)
+    C = measure_noise(ctx, log=lambda *_: None)
+    reds = {}
+    rows = []
+    for o in pred["onsets"]:
+        rule, mu, K, R = o["rule"], o["mu"], o["k_ref"], o["repeats"]
+        if rule not in reds:
+            reds[rule] = reduce_rule(ctx, rule, C)
+        red = reds[rule]
+        for rel in pred["rels"][:2]:
+            cov, _ = displacement_moments(red["k0"], red["kd"], red["C"] / R, rel * o["eta_exact"], mu, K, STEPS)
+            rs = [m for m in measured if _cell(m) == _cell(o) and abs(m["eta_rel"] - rel) < 1e-9]
+            rows.append(dict(rule=rule, mu=mu, k_ref=K, repeats=R, eta_rel=rel,
+                             unstable=sum(m["unstable"] for m in rs), n=len(rs),
+                             ratio={str(t): float(np.mean([m["dist2"][str(t)] for m in rs]) / np.trace(cov[t]))
+                                    for t in DIAG_STEPS}))
+    return rows
+
+
+def figure(pred, measured, out: pathlib.Path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from grpojax._io import save_figure
+
+    cols = sorted({(p["rule"], p["k_ref"]) for p in pred["predictions"]}, key=lambda c: (RULES.index(c[0]), c[1]))
+    rows = sorted({(p["mu"], p["repeats"]) for p in pred["predictions"]})
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=(2.6 * len(cols), 2.2 * len(rows)), squeeze=False,
+                             sharex=True, sharey=True)
+    for i, (mu, R) in enumerate(rows):
+        for j, (rule, K) in enumerate(cols):
+            ax = axes[i, j]
+            ps = [p for p in pred["predictions"] if (p["mu"], p["repeats"], p["rule"], p["k_ref"]) == (mu, R, rule, K)]
+            rel = np.array([p["eta_rel"] for p in ps])
+            frac = [np.mean([m["unstable"] for m in measured if _key(m) == _key(p)]) for p in ps]
+            ax.plot(rel, [p["p_escape"] for p in ps], "-", color="tab:green", lw=1.8, label="whole displacement")
+            ax.plot(rel, [p["p_one_direction_growth"] for p in ps], "--", color="tab:orange", lw=1.3,
+                    label="one direction, noise growth")
+            ax.plot(rel, [p["p_one_direction_additive"] for p in ps], ":", color="0.4", lw=1.3,
+                    label="one direction, additive")
+            ax.plot(rel, frac, "o", color="k", ms=4, label=f"measured ({len(pred['seeds'])} seeds)")
+            ax.set_xscale("log")
+            ax.set_ylim(-0.05, 1.05)
+            ax.grid(alpha=0.3)
+            ax.set_title(f"{rule}, K_ref {K}, mu {mu:g}, {72 * R} samples", fontsize=7)
+            if i == len(rows) - 1:
+                ax.set_xlabel("eta / eta*", fontsize=8)
+            if j == 0:
+                ax.set_ylabel("P(escape) / fraction", fontsize=8)
+    h, lab = axes[0, 0].get_legend_handles_labels()
+    fig.legend(h, lab, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    save_figure(fig, out / f"{NAME}.png", dpi=100)
+    plt.close(fig)
+    return f"{NAME}.png"
+
+
+def _pct(v):
+    return "-" if v is None else f"{v:.1%}"
+
+
+def write_markdown(out, pred, res, onsets, var_rows, walls, total_s, load0, load1, cmd):
+    path = out / f"{NAME}.md"
+    keep = ""
+    if path.exists() and "\n## Reading" in path.read_text():  # the reading, written by hand after the runs
+        keep = path.read_text()[path.read_text().index("\n## Reading"):]
+    L = [f"# Escape of the whole displacement: the full-dimensional model on new runs ({'quick' if pred['quick'] else 'full'})",
+         "", f"Command: `{cmd}`; {res['all']['n']} new runs x {pred['steps']} steps (seeds {pred['seeds']}); vmapped "
+         f"programs {', '.join(f'{72 * int(k)} samples: {v:.0f} s' for k, v in walls.items())}; whole stage {total_s:.0f} s. "
+         f"Load: {load0} (before), {load1} (after). Predictions: `predictions.json`, committed before these runs "
+         f"(written at {pred['git_head']}; model computation {pred['seconds']:.0f} s).", "",
+         "## Inputs (measured at theta*, before any run)", "",
+         "| rule | invariant subspace | noise trace (72 samples) | share along v | trace / along v | Re eig(K_0 + K_d) 10/50/90% | basin w along v |",
+         "|---|---|---|---|---|---|---|"]
+    for rule, d in pred["inputs"].items():
+        q = d["k_total_eigs_real_quantiles"]
+        L.append(f"| {rule} | {d['subspace_dim']} | {d['noise_trace_72']:.4g} | {d['noise_share_v']:.1%} | "
+                 f"{d['effective_noise_dimension']:.2f} | {q[0]:.3g} / {q[1]:.3g} / {q[2]:.3g} | {d['basin_w_along_v']:.4g} |")
+    L += ["", "## Scores (runs outside +-25% of each model's own predicted onset; the eta*-only rule: of eta*)", "",
+          "| group | runs | unstable | " + " | ".join(f"agreement: {LABELS[w]}" for w in MODELS) + " | "
+          + " | ".join(f"Brier: {LABELS[w]}" for w in MODELS) + " |", "|---" * (3 + 2 * len(MODELS)) + "|"]
+    for name, b in [("all", res["all"])] + list(res["groups"].items()):
+        L.append(f"| {name} | {b['n']} | {b['unstable']} | "
+                 + " | ".join(f"{_pct(b[f'agreement_far_{w}'])} ({b[f'n_far_{w}']})" for w in MODELS) + " | "
+                 + " | ".join(f"{b[f'brier_{w}']:.3f}" for w in MODELS) + " |")
+    acc = res["acceptance"]
+    m72 = res["momentum_72"]["full"]
+    L += ["", f"Acceptance (whole-displacement model): agreement >= 90% overall: {'yes' if acc['agreement_all'] else 'no'} "
+          f"({_pct(res['all']['agreement_far_full'])}); >= 80% in every momentum-0.9 cell at 72 samples: "
+          f"{'yes' if acc['momentum_72_every_cell'] else 'no'} ({m72['cells_at_least_80']} of {m72['cells']} cells, "
+          f"lowest {_pct(m72['min_agreement'])}); Brier >= 30% below the eta*-only rule's: "
+          f"{'yes' if acc['brier_30pct_below_star'] else 'no'} ({res['all']['brier_full']:.3f} vs "
+          f"{res['all']['brier_star']:.3f}). Met: **{'yes' if acc['met'] else 'no'}**.", "",
+          "## Onsets per cell (eta / eta*)", "",
+          "Model onsets: eta50 (P = 1/2) and eta05 (P = 0.05). Measured: a probit in log eta fitted to the runs' "
+          "unstable label (fit), or the geometric middle of the gap where the runs separate (gap), or a bound where "
+          "every run is unstable (below: onset below the lowest eta) or none is (above).", "",
+          "| cell (rule/opt/K_ref/groups) | eta* | whole: eta05 / eta50 | one dir. growth: eta05 / eta50 | one dir. additive: "
+          "eta50 | measured onset | measured / whole eta50 | unstable | agreement (whole) |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for o in onsets:
+        k = "/".join(map(str, _cell(o)))
+        ratio = o["measured_onset_rel"] / o["onset_rel"] if o["onset_rel"] > 0 and math.isfinite(o["onset_rel"]) else math.nan
+        L.append(f"| {k} | {o['eta_exact']:.4g} | {o['onset05_rel']:.3g} / {o['onset_rel']:.3g} | "
+                 f"{o['one_direction_growth05_rel']:.3g} / {o['one_direction_growth_rel']:.3g} | "
+                 f"{o['one_direction_additive_rel']:.3g} | {'< ' if o['measured_kind'] == 'below' else ('> ' if o['measured_kind'] == 'above' else '')}"
+                 f"{o['measured_onset_rel']:.3g} ({o['measured_kind']}) | {ratio:.2f} | {o['unstable']}/{o['n']} | "
+                 f"{_pct(res['cells'][k]['agreement_far_full'])} |")
+    L += ["", "## Is the linear spread too small before the runs leave?", "",
+          "Mean |theta - theta*|^2 of the runs at step t over the model's E|e_t|^2 (exact moments, same inputs), at "
+          "the two lowest learning rates of each cell:", "",
+          "| cell | eta/eta* | unstable | " + " | ".join(f"t = {t}" for t in DIAG_STEPS) + " |",
+          "|---|---|---|" + "---|" * len(DIAG_STEPS)]
+    for r in var_rows:
+        L.append(f"| {r['rule']}/mu {r['mu']:g}/K {r['k_ref']}/x{r['repeats']} | {r['eta_rel']:.3f} | "
+                 f"{r['unstable']}/{r['n']} | " + " | ".join(f"{r['ratio'][str(t)]:.2f}" for t in DIAG_STEPS) + " |")
+    L += ["", "![measured escape fraction and the models' P(escape)](" + f"{NAME}.png)", "",
+          "## Regime rule (the atlas's, fixed before its runs)", "", pred["label_rule"], "", "## Model", "",
+          pred["model"], ""]
+    path.write_text("\n".join(L) + keep)
+
+
+def main(argv=None):
+    ap = experiment_parser(NAME, __doc__, quick_help="rule none, momentum 0.9, K_ref 1 and 4, 72 samples, 2 seeds")
+    ap.add_argument("--stage", choices=("all", "predict", "run"), default="all",
+                    help="predict: write predictions.json and stop; run: run against an existing predictions.json")
+    args = parse_args(ap, argv)
+    out = args.out
+    t0 = time.perf_counter()
+    load0 = load_average()
+    if args.stage == "run":
+        pred = committed_predictions(out, args.quick)
+    else:
+        pred = predict(out, args.quick)
+        print(f"wrote {out / 'predictions.json'}")
+        if args.stage == "predict":
+            return 0
+    measured, walls = run(pred)
+    res = score(pred, measured)
+    onsets = measured_onsets(pred, measured)
+    var_rows = variance_check(pred, measured)
+    fig = figure(pred, measured, out)
+    total_s = time.perf_counter() - t0
+    load1 = load_average()
+    cmd = f"python experiments/{NAME}.py" + (" --quick" if args.quick else "") + \
+        (f" --stage {args.stage}" if args.stage != "all" else "")
+    a = res["all"]
+    claims = [Claim(
+        "The escape of a GRPO run from its plateau is decided by the whole displacement: the full-dimensional "
+        "noisy linearised update (all parameters, the full gradient-noise covariance, the basin in total variation "
+        "on the real network) predicts the measured regime on new runs",
+        f"agreement outside +-25% of its onset {_pct(a['agreement_far_full'])} (one direction with noise growth "
+        f"{_pct(a['agreement_far_one_growth'])}, eta*-only {_pct(a['agreement_far_star'])}); Brier {a['brier_full']:.3f} "
+        f"vs {a['brier_one_growth']:.3f} (one direction, growth), {a['brier_one_additive']:.3f} (additive), "
+        f"{a['brier_star']:.3f} (eta*-only); momentum 0.9 at 72 samples: {res['momentum_72']['full']['cells_at_least_80']} "
+        f"of {res['momentum_72']['full']['cells']} cells at >= 80%",
+        "confirmed" if res["acceptance"]["met"] else ("partial" if a["brier_full"] < a["brier_star"] else "refuted"))]
+    write_summary(out, NAME, quick=args.quick, claims=claims, figures=[fig], scores=res, onsets=onsets,
+                  variance_check=var_rows, program_wall_s=walls, total_wall_s=total_s, load_before=load0,
+                  load_after=load1, command=cmd)
+    (out / "runs.json").write_text(json.dumps(measured, indent=0))
+    write_markdown(out, pred, res, onsets, var_rows, walls, total_s, load0, load1, cmd)
+    print_claims(claims)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
