@@ -12,7 +12,8 @@ unit of run fraction with a Jeffreys posterior ``Gamma(k + 1/2, E)`` from labell
 ``h`` run fractions from the prefix's end to the run's end) ``= 1 - (E / (E + h))^(k + 1/2)``. The collapse
 branch loses a fraction uniform on [0.5, 1] of the rise from the start level; the mixture is
 ``(1 - p)·forecast + p·branch``. A prefix that already holds a collapse (the collapse finding of
-``grpojax.diagnose`` on the prefix) is forecast from the level after its onset.
+``grpojax.diagnose`` on the prefix, as ``grpojax fit --prefix`` looks for it) is forecast from the level after
+its onset.
 
 Labels. The collapse rule of ``benchmarks/collapse/label_rule.py`` (written before any detector ran) on each
 whole series; its onset as a fraction of the series' step span. For a prefix, the outcome is 1 when the
@@ -104,11 +105,8 @@ def lost_fraction(y, rise, tail) -> float:
 
 def make_records(items, reuse):
     """The forecasters' records of ``items`` at :data:`PREFIXES`: from ``reuse`` where it has them, the others
-    forecast here with the prefix-collapse rule off (raw forecasters, as the reused ones). ``(records, n_new,
-    earlier)``."""
+    forecast here (raw forecasters, no collapse onset given: as the reused ones). ``(records, n_new, earlier)``."""
     import forecast_real_runs as frr
-
-    import grpojax.fit._window_forecast as wfm
 
     records, todo, earlier = [], list(items), None
     if reuse and pathlib.Path(reuse).is_file():
@@ -119,14 +117,9 @@ def make_records(items, reuse):
         records = [have[k] for ks in keys if all(k in have for k in ks) for k in ks]
         todo = [it for it, ks in zip(items, keys) if not all(k in have for k in ks)]
     if todo:
-        rule = wfm.prefix_collapse
-        wfm.prefix_collapse = lambda s, y: None  # the raw forecasters: the rule is applied at scoring
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                records += frr.forecast_records(todo, PREFIXES)
-        finally:
-            wfm.prefix_collapse = rule
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            records += frr.forecast_records(todo, PREFIXES)
     return records, len(todo), earlier
 
 
@@ -135,7 +128,8 @@ def cases(items, records):
     what the collapse scores need (horizon, start level, outcome, at risk)."""
     import forecast_real_runs as frr
 
-    from grpojax.fit._collapse_hazard import prefix_collapse, start_level
+    from grpojax.cli._fit import prefix_collapse_onset
+    from grpojax.fit._collapse_hazard import start_level
     from grpojax.fit._window_forecast import _persistence
 
     series = {(it[0], it[1], it[2]): it for it in items}
@@ -152,7 +146,7 @@ def cases(items, records):
         sp, yp = s[pre], y[pre]
         u, onset_step, lost = labels[key]
         w = (end - frr.WINDOW * span, end)
-        p_onset = prefix_collapse(sp, yp)
+        p_onset = prefix_collapse_onset(sp, yp)
         ruled = json.loads(json.dumps(r))
         if p_onset is not None:
             ruled["components"]["persistence"] = _persistence(sp, yp, w, 1, LEVEL, w[1] - w[0], since=p_onset)[0]

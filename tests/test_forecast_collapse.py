@@ -14,6 +14,7 @@ from scipy import stats
 
 from grpojax._errors import InvalidValueError
 from grpojax.cli import main
+from grpojax.cli._fit import prefix_collapse_onset
 from grpojax.fit import forecast_window
 from grpojax.fit._collapse_hazard import (DEFAULT_HAZARD, MIXTURE_TAUS, PHI_RANGE, CollapseHazard, as_hazard,
                                           hazard_from_onsets, mixture_quantiles)
@@ -140,11 +141,18 @@ def _collapsed(n=200, seed=3):
     return s, y
 
 
+def _prefix(s, y, prefix):
+    pre = s <= s[0] + prefix * (s[-1] - s[0])
+    return s[pre], y[pre]
+
+
 @pytest.mark.parametrize("method", ["combined", "creep"])
 def test_a_prefix_holding_a_collapse_is_forecast_from_the_level_after_it(method):
     s, y = _collapsed()
-    fc = forecast_window((s, y), prefix=0.6, method=method)
-    assert fc.status == "collapse" and fc.collapse_onset is not None and 85 <= fc.collapse_onset <= 95
+    onset = prefix_collapse_onset(*_prefix(s, y, 0.6))  # the collapse finding of grpojax diagnose on the prefix
+    assert onset is not None and 85 <= onset <= 95
+    fc = forecast_window((s, y), prefix=0.6, method=method, collapse_onset=onset)
+    assert fc.status == "collapse" and fc.collapse_onset == onset
     after = float(np.mean(y[(s > 100) & (s <= fc.prefix_end)]))
     before = float(np.mean(y[(s > 60) & (s < 88)]))
     # the point is the level the reward fell to, not the one it fell from
@@ -158,8 +166,26 @@ def test_a_prefix_holding_a_collapse_is_forecast_from_the_level_after_it(method)
 
 def test_a_prefix_without_a_collapse_says_none():
     s, y = _rising()
+    assert prefix_collapse_onset(*_prefix(s, y, 0.5)) is None
     fc = forecast_window((s, y), prefix=0.5, method="combined")
     assert fc.collapse_onset is None and fc.status != "collapse"
+
+
+def test_the_command_line_finds_the_collapse_in_the_prefix_as_python_does(tmp_path, capsys):
+    s, y = _collapsed()
+    log = tmp_path / "collapsed.jsonl"
+    log.write_text("".join(json.dumps({"step": int(a), "reward_mean": float(b)}) + "\n" for a, b in zip(s, y)))
+    rc = main(["fit", str(log), "--prefix", "0.6", "--no-plot", "--out", str(tmp_path / "out")])
+    assert rc == 0
+    said = capsys.readouterr().out
+    (run,) = json.loads((tmp_path / "out" / "fit.json").read_text())["runs"].values()
+    wf = run["window_forecast"]
+    onset = prefix_collapse_onset(*_prefix(s, y, 0.6))
+    fc = forecast_window(log, prefix=0.6, collapse_onset=onset)
+    assert wf["collapse_onset"] == onset and wf["status"] == "collapse" == fc.status
+    for k in ("mean", "lo", "hi", "p_collapse"):
+        assert wf[k] == pytest.approx(getattr(fc, k), rel=1e-12)
+    assert f"holds a collapse at step {onset:g}" in said
 
 
 # ------------------------------------------------------------------------------------- command line and errors
@@ -196,6 +222,10 @@ def test_cli_and_python_give_the_same_numbers(tmp_path, capsys):
     ({"collapse_hazard": float("nan")}, "collapse_hazard must be a finite rate >= 0"),
     ({"collapse_hazard": "high"}, "collapse_hazard must be None, a CollapseHazard or a rate"),
     ({"collapse_mixture": "yes"}, "collapse_mixture must be True, False or None"),
+    ({"collapse_onset": 45.0}, "collapse_onset must be a step of the prefix, in [1, 30]"),
+    ({"collapse_onset": float("nan")}, "collapse_onset must be a step of the prefix"),
+    ({"collapse_onset": "late"}, "collapse_onset must be a step of the prefix or None"),
+    ({"collapse_onset": 30.0}, "leaves fewer than 2 prefix points"),
 ])
 def test_bad_collapse_arguments_say_what_was_expected(kwargs, msg):
     s, y = _rising(60)

@@ -152,6 +152,21 @@ def _target_json(wf, target: float, observed: float, bounds, metric: str) -> dic
             "reached_target": bool(observed >= target) if math.isfinite(observed) else None}
 
 
+def prefix_collapse_onset(steps, values) -> float | None:
+    """The onset step of a collapse the prefix ``(steps, values)`` already holds: the collapse finding of
+    :func:`grpojax.diagnose.diagnose` (default thresholds) on the prefix alone, or None."""
+    import numpy as np  # noqa: PLC0415
+
+    from grpojax.diagnose import DEFAULT_CONFIG, diagnose  # noqa: PLC0415
+
+    s, y = np.asarray(steps, float), np.asarray(values, float)
+    keep = np.isfinite(s) & np.isfinite(y)
+    if np.count_nonzero(keep) < DEFAULT_CONFIG.min_points:  # too short for the finding: it says nothing
+        return None
+    res = diagnose({"step": s[keep], "reward_mean": y[keep]})["collapse"]
+    return float(res.panel_data["onset"]) if res.detected else None
+
+
 def _window_forecasts(runs, args, key):
     """One window forecast per run (the creep posteriors fitted in one batch) and the mean each run reached."""
     import numpy as np  # noqa: PLC0415
@@ -162,10 +177,17 @@ def _window_forecasts(runs, args, key):
         raise CLIError(f"--window must be in (0, 1 - prefix] = (0, {1.0 - args.prefix:g}], got {args.window}")
     curves = [r.series(args.metric) for r in runs]
     bounds = args.bounds  # None: the library's default, the metric's known range (accuracies: [0, 1])
+    onsets = []  # a collapse the prefix already holds: the forecast starts from the level after it
+    for steps, y in curves:
+        steps, y = np.asarray(steps, float), np.asarray(y, float)
+        ok = np.isfinite(steps) & np.isfinite(y)
+        s_ok, y_ok = steps[ok], y[ok]
+        pre = s_ok <= (s_ok[0] + args.prefix * (s_ok[-1] - s_ok[0]) if s_ok.size else 0.0)  # the forecast's prefix
+        onsets.append(prefix_collapse_onset(s_ok[pre], y_ok[pre]))
     fcs = forecast_windows(curves, prefix=args.prefix, window=args.window, method=args.forecast_method,
                            metric=args.metric, key=key, bounds=bounds,
                            show_progress=sys.stderr.isatty(), collapse_hazard=args.collapse_hazard,
-                           collapse_mixture=args.collapse_mixture)
+                           collapse_mixture=args.collapse_mixture, collapse_onsets=onsets)
     observed = []
     for (steps, y), wf in zip(curves, fcs):
         m = (steps >= wf.window[0]) & (steps <= wf.window[1]) & np.isfinite(y)

@@ -28,9 +28,9 @@ The model (written down before it was scored):
    :meth:`~grpojax.fit.WindowForecast.prob_at_least` use it. The mixture is computed by quadrature: the
    smooth forecast's quantiles at ``N`` evenly spaced levels and ``φ`` at ``M`` evenly spaced values.
 
-A prefix that **already holds a collapse** (the collapse finding of :mod:`grpojax.diagnose` on the
-prefix) is forecast from the level it fell to, not from the level before: see
-:func:`prefix_collapse`.
+A prefix that **already holds a collapse** is forecast from the level it fell to, not from the level
+before: ``forecast_window(collapse_onset=)``, the onset the collapse finding of :mod:`grpojax.diagnose`
+reports on the prefix (``grpojax fit --prefix`` finds it so; this package, below the detectors, does not).
 """
 
 from __future__ import annotations
@@ -132,23 +132,6 @@ def start_level(y) -> float:
     """The run's start level: the mean of its first ``max(3, ⌈5%⌉)`` points."""
     y = np.asarray(y, float)
     return float(np.mean(y[:max(3, math.ceil(0.05 * y.size))]))
-
-
-def prefix_collapse(steps, values) -> float | None:
-    """The onset step of a collapse the prefix already holds (the collapse finding of
-    :mod:`grpojax.diagnose`, default thresholds, on the prefix alone), or None."""
-    from grpojax.diagnose import DiagnoseConfig  # noqa: PLC0415  (the detectors: only when forecasting)
-    from grpojax.diagnose._collapse import detect_collapse  # noqa: PLC0415
-    from grpojax.logs import RunLog  # noqa: PLC0415
-
-    s = np.asarray(steps, float)
-    y = np.asarray(values, float)
-    if s.size < DiagnoseConfig().min_points:
-        return None
-    res = detect_collapse(RunLog.from_columns({"step": s, "reward_mean": y}), DiagnoseConfig(), {})
-    if not res.detected:
-        return None
-    return float(res.panel_data["onset"])
 
 
 def smooth_quantile_function(forecast, u) -> np.ndarray:

@@ -34,11 +34,11 @@ Status (``WindowForecast.status``, one of :data:`WINDOW_STATUSES`); which values
   may fall further or recover); ``"misfit"`` when the end of the prefix departs upwards from the fit;
   ``"weak_posterior"`` when the importance sampler's effective sample size is small (the interval may
   be too narrow).
-  A collapse the prefix already holds (the collapse finding of :mod:`grpojax.diagnose` on the prefix:
-  :func:`grpojax.fit._collapse_hazard.prefix_collapse`) sets ``"collapse"`` too and ``collapse_onset``: the
-  forecast starts from the level the reward fell to -- persistence over the points from the onset on (the
-  combined method's median is then that, the laws fitted across the fall abstain; the creep method's
-  point is the same level) -- not from the level before the fall.
+  A collapse the prefix already holds, given as ``collapse_onset`` (the onset the collapse finding of
+  :mod:`grpojax.diagnose` reports on the prefix; ``grpojax fit --prefix`` finds it so), sets ``"collapse"``
+  too: the forecast starts from the level the reward fell to -- persistence over the points from the
+  onset on (the combined method's median is then that, the laws fitted across the fall abstain; the creep
+  method's point is the same level) -- not from the level before the fall.
 - ``"persistence"``: always ``"ok"``.
 - ``"exponential"``, ``"sigmoid"``: the status of the least-squares fit of the prefix
   (:data:`grpojax.fit.STATUSES` less ``"insufficient_data"``, which a single curve raises as a
@@ -67,7 +67,7 @@ from scipy import special  # ndtri = the normal quantile (scipy.stats: ~0.5 s mo
 from grpojax._defaults import FORECAST_LEVEL, FORECAST_METHOD, FORECAST_WINDOW, SEED
 from grpojax._errors import InvalidValueError
 from grpojax.fit._calibration import calibrated_forecast, forecast_scale, votes
-from grpojax.fit._collapse_hazard import MIXTURE_TAUS, as_hazard, mixture_quantiles, prefix_collapse, start_level
+from grpojax.fit._collapse_hazard import MIXTURE_TAUS, as_hazard, mixture_quantiles, start_level
 from grpojax.fit._creep import MIN_CREEP_POINTS, _key_seed, fit_creep_batched
 from grpojax.fit._creep import VARIANTS as CREEP_VARIANTS
 from grpojax.fit._data import check_bounds, metric_bounds
@@ -138,9 +138,9 @@ class WindowForecast(NamedTuple):
             hazard model's posterior predictive (:mod:`grpojax.fit._collapse_hazard`).
         p_collapse_interval: its 90% interval ``(lo, hi)`` from the hazard's posterior (a point for a given
             rate).
-        collapse_onset: the onset step of a collapse the prefix already holds (then ``status`` is
-            ``"collapse"`` for the creep and combined methods, and they forecast from the level after it), or
-            None.
+        collapse_onset: the onset step of a collapse the prefix already holds, as given to
+            :func:`forecast_window` (then ``status`` is ``"collapse"`` for the creep and combined methods, and
+            they forecast from the level after it), or None.
         collapse_mixture: whether ``mean``, ``lo``, ``hi`` and ``quantiles`` are those of the mixture with the
             collapse branch.
         smooth: with the collapse mixture: ``{"mean", "lo", "hi"}`` of the forecast without it; None otherwise.
@@ -181,7 +181,8 @@ class WindowForecast(NamedTuple):
             out += (f"; P(collapse by step {self.window[1]:g}) = {self.p_collapse:.3f}"
                     + (f" [{lo:.3f}, {hi:.3f}]" if hi > lo else ""))
         if self.collapse_onset is not None:
-            out += f"; the prefix holds a collapse at step {self.collapse_onset:g}: forecast from the level after it"
+            out += f"; the prefix holds a collapse at step {self.collapse_onset:g}" + (
+                ": forecast from the level after it" if self.method in ("creep", "combined") else "")
         return out
 
     def prob_at_least(self, target, *, bounds=None):
@@ -422,12 +423,14 @@ def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key, onset=None):
 def forecast_windows(curves, *, prefix: float, window: float = FORECAST_WINDOW, level: float = FORECAST_LEVEL,
                      method: str = FORECAST_METHOD, metric: str = "reward_mean", end_steps=None, key=None,
                      bounds=None, show_progress: bool = False,
-                     calibration=None, collapse_hazard=None, collapse_mixture: bool | None = None) -> list[WindowForecast]:
+                     calibration=None, collapse_hazard=None, collapse_mixture: bool | None = None,
+                     collapse_onsets=None) -> list[WindowForecast]:
     """:func:`forecast_window` for many curves at once (the creep posteriors are fitted in one batch).
 
     Args:
         curves: sequence of runs or ``(steps, values)`` pairs.
         end_steps: None, or one planned last step per curve (None entries: the last logged step).
+        collapse_onsets: None, or one ``collapse_onset`` per curve (None entries: none).
         Other arguments: as :func:`forecast_window`.
 
     Returns:
@@ -448,6 +451,9 @@ def forecast_windows(curves, *, prefix: float, window: float = FORECAST_WINDOW, 
     end_steps = [None] * len(curves) if end_steps is None else list(end_steps)
     if len(end_steps) != len(curves):
         raise InvalidValueError(f"end_steps must have one entry per curve ({len(curves)}), got {len(end_steps)}")
+    onsets = [None] * len(curves) if collapse_onsets is None else list(collapse_onsets)
+    if len(onsets) != len(curves):
+        raise InvalidValueError(f"collapse_onsets must have one entry per curve ({len(curves)}), got {len(onsets)}")
     seeds = _key_seed(SEED if key is None else key).spawn(len(curves) + 1)  # NumPy streams: nothing to compile
     parts = []
     for c, e in zip(curves, end_steps):
@@ -460,7 +466,7 @@ def forecast_windows(curves, *, prefix: float, window: float = FORECAST_WINDOW, 
     for i, (sp, yp, w, _, n_w) in enumerate(parts):
         params, band, ess, p_variant = {}, None, float("nan"), {}
         extra = {}
-        onset = prefix_collapse(sp, yp) if method in ("creep", "combined") else None
+        onset = _check_onset(onsets[i], sp)
         if method == "creep":
             point, lo, hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, level, keys[i], onset)
             params, ess = _summaries(post, i, level), float(post.ess[i])
@@ -489,6 +495,22 @@ def forecast_windows(curves, *, prefix: float, window: float = FORECAST_WINDOW, 
                                   int(sp.size), (float(w[0]), float(w[1])), int(n_w), params, band, ess,
                                   p_variant, **extra))
     return out
+
+
+def _check_onset(onset, sp):
+    """A collapse onset inside the prefix with at least 2 points from it on, as a float; None stays None."""
+    if onset is None:
+        return None
+    try:
+        v = float(onset)
+    except (TypeError, ValueError):
+        raise InvalidValueError(f"collapse_onset must be a step of the prefix or None, got {onset!r}") from None
+    if not (math.isfinite(v) and sp[0] <= v <= sp[-1]):
+        raise InvalidValueError(f"collapse_onset must be a step of the prefix, in [{sp[0]:g}, {sp[-1]:g}], got {onset!r}")
+    if np.count_nonzero(sp >= v) < 2:
+        raise InvalidValueError(f"collapse_onset {v:g} leaves fewer than 2 prefix points from it on (the level after "
+                                "a collapse needs 2)")
+    return v
 
 
 def _mixed(point, lo, hi, level, extra, p, start, bounds):
@@ -547,7 +569,8 @@ def _combined(post, i, sp, yp, w, n_w, level, key, calibration, bounds, onset=No
 def forecast_window(run_or_curve, *, prefix: float, window: float = FORECAST_WINDOW, level: float = FORECAST_LEVEL,
                     method: str = FORECAST_METHOD, metric: str = "reward_mean", end_step: float | None = None, key=None,
                     bounds=None,
-                    calibration=None, collapse_hazard=None, collapse_mixture: bool | None = None) -> WindowForecast:
+                    calibration=None, collapse_hazard=None, collapse_mixture: bool | None = None,
+                    collapse_onset: float | None = None) -> WindowForecast:
     """Forecast the mean reward over the final ``window`` of a run from its first ``prefix``.
 
     The run spans ``[first step, end_step]`` (``end_step`` defaults to the last logged step: pass the
@@ -579,6 +602,12 @@ def forecast_window(run_or_curve, *, prefix: float, window: float = FORECAST_WIN
             :class:`grpojax.fit._collapse_hazard.CollapseHazard`, or a rate per unit of run fraction (a
             number ``>= 0``; 0: ``p_collapse`` is 0 and the forecast is the one without the collapse branch).
         collapse_mixture: mix the collapse branch into the predictive distribution (None: :data:`COLLAPSE_MIXTURE`).
+        collapse_onset: the step at which a collapse the prefix already holds began, or None. ``"combined"``
+            and ``"creep"`` then forecast from the level after it (status ``"collapse"``); the other methods
+            only report it. This package does not look for one (the detectors build on it): ``grpojax fit
+            --prefix`` passes the onset the collapse finding of :func:`grpojax.diagnose.diagnose` reports on
+            the prefix (``diagnose({"step": steps, "reward_mean": values})["collapse"]``, its
+            ``panel_data["onset"]`` when ``detected``); do the same from Python for the same forecast.
 
     Returns:
         :class:`WindowForecast`; ``str()`` of it is one line of text.
@@ -589,4 +618,5 @@ def forecast_window(run_or_curve, *, prefix: float, window: float = FORECAST_WIN
     """
     return forecast_windows([run_or_curve], prefix=prefix, window=window, level=level, method=method, metric=metric,
                             end_steps=[end_step], key=key, bounds=bounds, calibration=calibration,
-                            collapse_hazard=collapse_hazard, collapse_mixture=collapse_mixture)[0]
+                            collapse_hazard=collapse_hazard, collapse_mixture=collapse_mixture,
+                            collapse_onsets=[collapse_onset])[0]
