@@ -36,7 +36,8 @@ repositories), set beside what the run then reached; an accuracy or pass rate is
 adds the probability that the window mean reaches T. Each window forecast also states P(the reward
 collapses before the window's end), a base rate per unit of run fraction learned from labelled real runs
 (--collapse-hazard sets another); --collapse-mixture mixes that collapse branch into the forecast and its
-interval. A prefix that already holds a collapse is forecast from the level the reward fell to. Writes DIR/fit.json and DIR/fit_<run>.png. A log
+interval. A prefix that already holds a collapse is forecast from the level the reward fell to.
+Writes DIR/fit.json and DIR/fit_<run>.png. A log
 holding several runs (a TensorBoard folder of runs, a W&B export of several runs, a file whose step
 counter restarts) is fitted run by run: DIR/<run>/fit.json and its PNG for each, and DIR/fit.json
 with all of them; --run NAME picks one. With --pool, every run of the logs given (several logs, a
