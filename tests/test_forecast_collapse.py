@@ -259,3 +259,16 @@ def test_cli_bad_collapse_flags(tmp_path, capsys, argv, msg):
     assert rc == 2
     err = capsys.readouterr().err.strip()
     assert msg in err and len(err.splitlines()) <= 2, err
+
+
+def test_the_shipped_hazard_is_the_one_the_experiment_learned():
+    """The hazard that ships is the one learned from every labelled series by experiments/forecast_collapse.py
+    (its committed result): a rerun on a grown corpus must update both."""
+    res = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "results" / "forecast_collapse" / \
+        "forecast_collapse.json"
+    if not res.is_file():
+        pytest.skip("the committed result of experiments/forecast_collapse.py is absent")
+    labels = json.loads(res.read_text())["labels"]
+    assert DEFAULT_HAZARD.events == labels["events"]
+    assert DEFAULT_HAZARD.exposure == pytest.approx(labels["exposure"], abs=0.005)
+    assert f"{labels['events']} collapses in {labels['series']} labelled" in DEFAULT_HAZARD.source
