@@ -400,12 +400,12 @@ def _creep_from_posterior(post, i, sp, yp, w, n_w, level, key, onset=None):
     peaked = top < smooth.size - n_last
     rise = float(smooth[top] - np.mean(yp[:n_last]))  # a collapse falls after a rise, not from the start
     fit_above = float(np.mean(fit_med[-n_last:])) - last
-    if (peaked and drop > max(0.3 * float(np.ptp(smooth)), 4.0 * se_drop) and rise > 4.0 * se_drop
-            and fit_above > 2.0 * se_last):
-        status = "collapse"
-    if onset is not None:  # a collapse the prefix holds: the level is the one after its onset
+    if onset is not None:  # a collapse the prefix holds (given): the level is the one after its onset
         status = "collapse"
         last = _persistence(sp, yp, w, n_w, level, w[1] - w[0], since=onset)[0]
+    elif (peaked and drop > max(0.3 * float(np.ptp(smooth)), 4.0 * se_drop) and rise > 4.0 * se_drop
+            and fit_above > 2.0 * se_last):
+        status = "collapse"
     elif z > _Z_FLAG:
         status = "misfit"
     if status == "ok" and post.ess[i] < _MIN_ESS:
