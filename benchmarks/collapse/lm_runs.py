@@ -1,0 +1,141 @@
+"""The collapse finding and the early warning on GRPO runs of the tiny transformer LM (``lm_rule.md``).
+
+Usage::
+
+    python benchmarks/collapse/lm_runs.py [--quick] [--out DIR] [--keep-logs DIR]
+
+Trains the 96 runs of ``lm_rule.md`` as one population (``grpojax.grpo.train_population``: one compiled
+program), labels each run's ``reward_mean`` by the committed rule of ``README.md``, diagnoses every log, and
+replays every log through the watch engine row by row (``early_warning.py``). Writes ``results_lm.md`` and
+``results_lm.json`` beside this file (``--out`` elsewhere). ``--quick``: 8 runs of 60 steps (a smoke run;
+not the reported numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "experiments"))
+from early_warning import score_run  # noqa: E402
+from label_rule import label_run  # noqa: E402
+from score_simulated import diagnose_log, onset_part, table, tally  # noqa: E402
+
+STEPS, WARMSTART, EVERY = 300, 60, 10
+LRS = tuple(float(x) for x in np.geomspace(1.0, 5.0, 6))
+MUS, K_REFS, SEEDS = (0.0, 0.9), (1, 4), (0, 1, 2, 3)
+
+
+def grid(quick: bool):
+    from grpojax.grpo import Member
+
+    if quick:
+        cells = [(lr, mu, 1, 0) for lr in (1.0, 5.0) for mu in MUS] + [(lr, 0.9, 4, 1) for lr in (1.0, 2.0, 3.0, 5.0)]
+    else:
+        cells = [(lr, mu, k, s) for mu in MUS for k in K_REFS for lr in LRS for s in SEEDS]
+    return [Member(lr=lr, momentum=mu, k_ref=k, beta=0.0, clip_eps=0.2, seed=s,
+                   name=f"lr{lr:.3f}-mu{mu:g}-k{k}-s{s}") for lr, mu, k, s in cells]
+
+
+def train(folder: pathlib.Path, quick: bool):
+    import transformer_atlas as atlas
+
+    from grpojax.grpo import train_population
+
+    steps = 60 if quick else STEPS
+    cfg = atlas.make_config(1, steps=steps, warmstart=30 if quick else WARMSTART)
+    members = grid(quick)
+    res = train_population(cfg, members, folder / "pop", kl_reference="initial", chunk=20, show_progress=True)
+    return members, res.wall_s
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="8 runs of 60 steps (a smoke run)")
+    ap.add_argument("--out", type=pathlib.Path, default=HERE, help="folder for results_lm.{md,json}")
+    ap.add_argument("--keep-logs", type=pathlib.Path, default=None, help="keep the run logs here")
+    args = ap.parse_args(argv)
+    tmp = None
+    if args.keep_logs is None:
+        tmp = tempfile.TemporaryDirectory()
+        folder = pathlib.Path(tmp.name)
+    else:
+        folder = args.keep_logs
+        folder.mkdir(parents=True, exist_ok=True)
+    load0 = os.getloadavg()
+    t0, c0 = time.perf_counter(), time.process_time()
+    members, train_wall = train(folder, args.quick)
+    rows, warn = [], []
+    from grpojax.logs import read_log
+
+    for m in members:
+        path = folder / "pop" / "members" / m.name / "metrics.jsonl"
+        run = read_log(path)
+        lab = label_run(run)
+        info = dict(family="lm", cell=f"mu{m.momentum:g}/K{m.k_ref}", lr=m.lr, seed=m.seed,
+                    label="collapse" if lab else "control", label_onset=lab["onset"] if lab else None)
+        row = diagnose_log(path, info)
+        row["part"] = onset_part(lab["onset"], row["span"]) if lab else "-"
+        rows.append(row)
+        w = score_run(m.name, info["cell"], run, EVERY)
+        w["first_alert"] = w["alerts"][0] if w["alerts"] else None
+        w["alerts"] = [dict(step=a["step"], level=a["level"]) for a in w["alerts"]]
+        warn.append(w)
+        print(f"{m.name:26s} label={info['label']:8s} onset={info['label_onset']} detected={row['detected']} "
+              f"onset={row['onset']} main={row['main']} first={row['first_precursor']} "
+              f"lead={w['lead']} alerts={len(w['alerts'])}", flush=True)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    by_cell, by_part = tally(rows, "cell", sort=True), tally(rows, "part")
+    pos = [w for w in warn if w["label"]]
+    neg = [w for w in warn if not w["label"]]
+    leads = [w["lead"] if w["lead"] is not None else 0.0 for w in pos]
+    steps = sum(w["span"] for w in neg)
+    alarms = sum(len(w["alerts"]) for w in neg)
+    firsts: dict[str, int] = {}
+    for r in rows:
+        if r["label"] == "collapse" and r["detected"]:
+            firsts[str(r["first_precursor"])] = firsts.get(str(r["first_precursor"]), 0) + 1
+    ew = dict(collapses=len(pos), warned=sum(w["lead"] is not None for w in pos),
+              median_lead_pct=statistics.median(leads) if leads else None, controls=len(neg), control_steps=steps,
+              false_alarms=alarms, per_1000=1000 * alarms / steps if steps else None)
+    load1 = os.getloadavg()
+    lead = "-" if ew["median_lead_pct"] is None else f"{ew['median_lead_pct']:.1f}"
+    rate = "-" if ew["per_1000"] is None else f"{ew['per_1000']:.2f}"
+    head = (f"Command: `python benchmarks/collapse/{pathlib.Path(__file__).name}{' --quick' if args.quick else ''}`. "
+            f"Runs, labels and scores: `lm_rule.md` (committed before the runs). {len(rows)} runs; population "
+            f"training {train_wall:.0f} s wall; whole script {wall:.0f} s wall, {cpu:.0f} s CPU; load average "
+            f"{load0[0]:.1f} before, {load1[0]:.1f} after (2 shared cores).")
+    md = ["# The collapse finding and the early warning on GRPO runs of the tiny transformer LM", "", head, "",
+          "## The collapse finding, per cell (momentum / K_ref)", "", *table(by_cell, "cell"), "",
+          "## By where the labelled collapse starts (controls in the row '-')", "", *table(by_part, "onset in the run"),
+          "", "## Early warning (watch engine, one row at a time, refresh every 10 rows)", "",
+          "| collapses | warned before t_half | median lead (% of run; a miss counts 0) | controls | control steps | "
+          "false alarms | per 1,000 steps |", "|---|---|---|---|---|---|---|",
+          f"| {ew['collapses']} | {ew['warned']} | {lead} | {ew['controls']} | {ew['control_steps']:.0f} | "
+          f"{ew['false_alarms']} | {rate} |",
+          "", "First precursor of each detected collapse: " + (", ".join(f"{k} {v}" for k, v in sorted(firsts.items()))
+                                                             or "none detected"), ""]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results_lm.md").write_text("\n".join(md))
+    (args.out / "results_lm.json").write_text(json.dumps(dict(rows=rows, early_warning=ew, warn=warn, by_cell=by_cell,
+                                                              by_part=by_part, first_precursor=firsts), indent=1,
+                                                         default=float))
+    print("\n".join(md))
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
