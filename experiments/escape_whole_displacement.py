@@ -35,7 +35,9 @@ the label, beside the η*-only rule and the one-direction model (additive noise,
 with the state, c from the held-out experiment), both with the escape validation's committed inputs.
 
 Stages: ``--stage predict`` writes predictions.json and stops; ``--stage run`` runs against the committed
-predictions.json; ``all`` does both. ``--quick``: rule none, momentum 0.9, K_ref 1 and 4, 72 samples, 2 seeds.
+predictions.json; ``all`` does both; ``--stage explore`` (after the runs, exploratory: no prediction) writes
+``noise_needed.json``, the factor on the step noise the model would need for P = 1/2 at the measured onsets of
+the momentum-0.9 cells. ``--quick``: rule none, momentum 0.9, K_ref 1 and 4, 72 samples, 2 seeds.
 """
 
 from __future__ import annotations
@@ -469,12 +471,48 @@ def write_markdown(out, pred, res, onsets, var_rows, walls, total_s, load0, load
     path.write_text("\n".join(L) + keep)
 
 
+NOISE_FACTORS = (1, 2, 4, 8, 16, 32)
+
+
+def noise_needed(out: pathlib.Path, log=print):
+    """Exploratory, after the runs (not a prediction): by how much would the step noise of the whole-displacement
+    model have to grow for its P(escape) to reach 1/2 at the measured onset? Every momentum-0.9 cell whose
+    measured onset is inside the grid; P at the measured onset with the noise covariance times each factor."""
+    summ = json.loads((out / "summary.json").read_text())
+    pred = committed_predictions(out, summ["quick"])
+    apred = json.loads(ev.ATLAS_PREDICTIONS.read_text())
+    ctx = atlas.context_from(apred)
+    C = measure_noise(ctx, log=lambda *_: None)
+    reds, nets, rows = {}, {}, []
+    for o in summ["onsets"]:
+        if o["mu"] != 0.9 or o["measured_kind"] not in ("fit", "gap"):
+            continue
+        rule = o["rule"]
+        if rule not in reds:
+            reds[rule] = reduce_rule(ctx, rule, C)
+            nets[rule] = Network(ctx, reds[rule]["U"])
+        eta = o["measured_onset_rel"] * o["eta_exact"]
+        ps = {f: full_p(reds[rule], nets[rule], eta, o["mu"], o["k_ref"], o["repeats"] / f).probability
+              for f in NOISE_FACTORS}
+        need = next((f for f in NOISE_FACTORS if ps[f] >= 0.5), None)
+        rows.append(dict(cell="/".join(map(str, _cell(o))), measured_onset_rel=o["measured_onset_rel"],
+                         p_by_factor={str(f): p for f, p in ps.items()}, factor_needed=need))
+        log(f"{rows[-1]['cell']}: measured onset {o['measured_onset_rel']:.3g} eta*; P there with the noise x "
+            + ", ".join(f"{f}: {p:.3f}" for f, p in ps.items()) + f"; factor needed {need}")
+    (out / "noise_needed.json").write_text(json.dumps(rows, indent=1))
+    return rows
+
+
 def main(argv=None):
     ap = experiment_parser(NAME, __doc__, quick_help="rule none, momentum 0.9, K_ref 1 and 4, 72 samples, 2 seeds")
-    ap.add_argument("--stage", choices=("all", "predict", "run"), default="all",
-                    help="predict: write predictions.json and stop; run: run against an existing predictions.json")
+    ap.add_argument("--stage", choices=("all", "predict", "run", "explore"), default="all",
+                    help="predict: write predictions.json and stop; run: run against an existing predictions.json; "
+                         "explore: after the runs, the noise factor the model would need at the measured onsets")
     args = parse_args(ap, argv)
     out = args.out
+    if args.stage == "explore":
+        noise_needed(out)
+        return 0
     t0 = time.perf_counter()
     load0 = load_average()
     if args.stage == "run":
