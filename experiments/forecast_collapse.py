@@ -128,7 +128,7 @@ def cases(items, records):
     what the collapse scores need (horizon, start level, outcome, at risk)."""
     import forecast_real_runs as frr
 
-    from grpojax.cli._fit import prefix_collapse_onset
+    from grpojax.diagnose import collapse_onset
     from grpojax.fit._collapse_hazard import start_level
     from grpojax.fit._window_forecast import _persistence
 
@@ -146,7 +146,7 @@ def cases(items, records):
         sp, yp = s[pre], y[pre]
         u, onset_step, lost = labels[key]
         w = (end - frr.WINDOW * span, end)
-        p_onset = prefix_collapse_onset(sp, yp)
+        p_onset = collapse_onset(sp, yp)
         ruled = json.loads(json.dumps(r))
         if p_onset is not None:
             ruled["components"]["persistence"] = _persistence(sp, yp, w, 1, LEVEL, w[1] - w[0], since=p_onset)[0]

@@ -14,7 +14,7 @@ from scipy import stats
 
 from grpojax._errors import InvalidValueError
 from grpojax.cli import main
-from grpojax.cli._fit import prefix_collapse_onset
+from grpojax.diagnose import collapse_onset
 from grpojax.fit import forecast_window
 from grpojax.fit._collapse_hazard import (DEFAULT_HAZARD, MIXTURE_TAUS, PHI_RANGE, CollapseHazard, as_hazard,
                                           hazard_from_onsets, mixture_quantiles)
@@ -150,7 +150,7 @@ def _prefix(s, y, prefix):
 @pytest.mark.parametrize("method", ["combined", "creep"])
 def test_a_prefix_holding_a_collapse_is_forecast_from_the_level_after_it(method):
     s, y = _collapsed()
-    onset = prefix_collapse_onset(*_prefix(s, y, 0.6))  # the collapse finding of grpojax diagnose on the prefix
+    onset = collapse_onset(*_prefix(s, y, 0.6))  # the collapse finding of grpojax diagnose on the prefix
     assert onset is not None and 105 <= onset <= 112
     fc = forecast_window((s, y), prefix=0.6, method=method, collapse_onset=onset)
     assert fc.status == "collapse" and fc.collapse_onset == onset
@@ -168,7 +168,7 @@ def test_a_prefix_holding_a_collapse_is_forecast_from_the_level_after_it(method)
 
 def test_a_prefix_without_a_collapse_says_none():
     s, y = _rising()
-    assert prefix_collapse_onset(*_prefix(s, y, 0.5)) is None
+    assert collapse_onset(*_prefix(s, y, 0.5)) is None
     fc = forecast_window((s, y), prefix=0.5, method="combined")
     assert fc.collapse_onset is None and fc.status != "collapse"
 
@@ -182,7 +182,7 @@ def test_the_command_line_finds_the_collapse_in_the_prefix_as_python_does(tmp_pa
     said = capsys.readouterr().out
     (run,) = json.loads((tmp_path / "out" / "fit.json").read_text())["runs"].values()
     wf = run["window_forecast"]
-    onset = prefix_collapse_onset(*_prefix(s, y, 0.6))
+    onset = collapse_onset(*_prefix(s, y, 0.6))
     fc = forecast_window(log, prefix=0.6, collapse_onset=onset)
     assert wf["collapse_onset"] == onset and wf["status"] == "collapse" == fc.status
     for k in ("mean", "lo", "hi", "p_collapse"):

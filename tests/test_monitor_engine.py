@@ -172,3 +172,28 @@ def test_plateau_interval_coverage(test_seed):
     family = FAMILY / 2
     assert misses <= count_limits(n, 0.01, family)[1], (misses, z)
     assert np.mean(z**2) < stats.chi2.isf(family, n) / n, z
+
+
+def test_a_run_that_already_collapsed_is_forecast_from_the_level_after_it():
+    """The watch forecast of a run that crashed: the onset of the collapse finding on the curve so far, the
+    status ``collapse`` and the level after the fall -- the same forecast as forecast_window given that
+    onset from Python (and as ``fit --prefix``) -- and the base-rate P(collapse) with its interval."""
+    from grpojax.diagnose import collapse_onset
+    from grpojax.fit import forecast_window
+
+    rng = np.random.default_rng(3)
+    t = np.arange(1, 121, dtype=float)
+    y = np.where(t < 100, 0.1 + 0.7 * (1 - np.exp(-t / 20)), 0.1) + 0.02 * rng.standard_normal(t.size)
+    run = RunLog.from_columns({"step": t, "reward_mean": y}, name="crash", meta={"max_steps": 200})
+    f = update(init_state(), run, MonitorConfig(every=10, method="combined", diagnose=False))[1].forecast
+    onset = collapse_onset(t, y)
+    assert onset is not None and 98 <= onset <= 102 and f["collapse_onset"] == onset
+    assert f["status"] == "collapse" and f["mean"] < 0.3  # near 0.1, not the 0.8 before the fall
+    from grpojax.fit import metric_bounds
+
+    ref = forecast_window((t, y), prefix=min((120 - 1) / (200 - 1) * (1 + 1e-9), 0.999), end_step=200,
+                          window=MonitorConfig().window, method="combined", collapse_onset=onset,
+                          bounds=metric_bounds("reward_mean"))
+    assert f["mean"] == pytest.approx(ref.mean) and (f["lo"], f["hi"]) == pytest.approx((ref.lo, ref.hi))
+    lo, hi = f["p_collapse_interval"]
+    assert 0.0 <= lo <= f["p_collapse"] <= hi <= 1.0

@@ -47,7 +47,7 @@ EXPORTS = {
         "fit_bayes", "fit_calibration", "fit_law", "fit_laws_batched", "forecast_all_laws", "forecast_bayes",
         "forecast_law", "forecast_window", "forecast_windows"],
     "grpojax.diagnose": ["ALL_MODES", "DEFAULT_CONFIG", "DiagnoseConfig", "Diagnosis", "Evidence", "HEALTH_MODES",
-        "MODES", "ModeResult", "VERDICTS", "diagnose"],
+        "MODES", "ModeResult", "VERDICTS", "collapse_onset", "diagnose"],
     "grpojax.plot": ["amplitude_figure", "diagnosis_dashboard", "diagnosis_dashboard_svg", "draw_panel", "finding_figure", "fit_figure",
         "mean_trajectory_figure", "phase_diagram_figure", "predicted_trajectory_figure", "sde_convergence_figure",
         "sde_ensemble_figure", "threshold_comparison_figure", "variance_law_figure"],

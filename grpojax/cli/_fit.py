@@ -153,25 +153,11 @@ def _target_json(wf, target: float, observed: float, bounds, metric: str) -> dic
             "reached_target": bool(observed >= target) if math.isfinite(observed) else None}
 
 
-def prefix_collapse_onset(steps, values) -> float | None:
-    """The onset step of a collapse the prefix ``(steps, values)`` already holds: the collapse finding of
-    :func:`grpojax.diagnose.diagnose` (default thresholds) on the prefix alone, or None."""
-    import numpy as np  # noqa: PLC0415
-
-    from grpojax.diagnose import DEFAULT_CONFIG, diagnose  # noqa: PLC0415
-
-    s, y = np.asarray(steps, float), np.asarray(values, float)
-    keep = np.isfinite(s) & np.isfinite(y)
-    if np.count_nonzero(keep) < DEFAULT_CONFIG.min_points:  # too short for the finding: it says nothing
-        return None
-    res = diagnose({"step": s[keep], "reward_mean": y[keep]})["collapse"]
-    return float(res.panel_data["onset"]) if res.detected else None
-
-
 def _window_forecasts(runs, args, key):
     """One window forecast per run (the creep posteriors fitted in one batch) and the mean each run reached."""
     import numpy as np  # noqa: PLC0415
 
+    from grpojax.diagnose import collapse_onset  # noqa: PLC0415
     from grpojax.fit import forecast_windows  # noqa: PLC0415
 
     if not 0.0 < args.window <= 1.0 - args.prefix:
@@ -184,7 +170,7 @@ def _window_forecasts(runs, args, key):
         ok = np.isfinite(steps) & np.isfinite(y)
         s_ok, y_ok = steps[ok], y[ok]
         pre = s_ok <= (s_ok[0] + args.prefix * (s_ok[-1] - s_ok[0]) if s_ok.size else 0.0)  # the forecast's prefix
-        onsets.append(prefix_collapse_onset(s_ok[pre], y_ok[pre]))
+        onsets.append(collapse_onset(s_ok[pre], y_ok[pre]))
     fcs = forecast_windows(curves, prefix=args.prefix, window=args.window, method=args.forecast_method,
                            metric=args.metric, key=key, bounds=bounds,
                            show_progress=sys.stderr.isatty(), collapse_hazard=args.collapse_hazard,

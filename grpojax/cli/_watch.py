@@ -97,6 +97,12 @@ def render(report, *, log: str, idle_s: float = 0.0, pending: tuple | None = Non
         if "at_step" in f:
             t.add_row("computed at", f"step {_fmt(f['at_step'], 'g')} ({f['n_points']} points)"
                       + (f"; computing from {pending[0]} points" if pending else ""))
+        if f.get("collapse_onset") is not None:
+            t.add_row("collapsed", f"at step {_fmt(f['collapse_onset'], 'g')}: the forecast starts from the level after it")
+        if f.get("p_collapse") is not None and math.isfinite(f["p_collapse"]):
+            lo, hi = f.get("p_collapse_interval") or (float("nan"), float("nan"))
+            t.add_row("P(collapse)", f"{_fmt(f['p_collapse'])} [{_fmt(lo)}, {_fmt(hi)}] before step "
+                      f"{_fmt(f.get('end_step'), '.0f')} (a base rate of labelled runs, not a warning)")
         if f.get("plateau"):
             pl = f["plateau"]
             t.add_row("plateau p*", f"{_fmt(pl['median'])} [{_fmt(pl['lo'])}, {_fmt(pl['hi'])}]")

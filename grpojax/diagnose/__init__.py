@@ -23,6 +23,7 @@ Example:
 """
 
 from grpojax.diagnose._config import DEFAULT_CONFIG, DiagnoseConfig
+from grpojax.diagnose._collapse import collapse_onset
 from grpojax.diagnose._diagnose import diagnose
 from grpojax.diagnose._types import ALL_MODES, Diagnosis, Evidence, HEALTH_MODES, MODES, ModeResult, VERDICTS
 
@@ -44,5 +45,6 @@ __all__ = [
     "MODES",
     "ModeResult",
     "VERDICTS",
+    "collapse_onset",
     "diagnose",
 ]

@@ -54,7 +54,7 @@ from grpojax.diagnose._stats import centred_mean, clip_window, edge_windows, ini
 from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
 from grpojax.logs import RunLog
 
-__all__ = ["MODE", "detect_collapse", "collapse_advice", "precursor_chain"]
+__all__ = ["MODE", "detect_collapse", "collapse_advice", "collapse_onset", "precursor_chain"]
 
 MODE = "collapse"
 _Z90 = 1.6448536269514722
@@ -308,3 +308,29 @@ def detect_collapse(run: RunLog, cfg: DiagnoseConfig, events: dict[str, SeriesEv
                                               for c in chain) if chain else "; no precursor event"))
     return dataclasses.replace(res, reason=reason, advice=collapse_advice(r["onset"], restore, chain),
                                panel_data=panel)
+
+
+def collapse_onset(steps, values, cfg: DiagnoseConfig | None = None) -> float | None:
+    """The onset step of the collapse one reward curve holds, or None.
+
+    The collapse finding of :func:`diagnose` on that curve alone (no precursor chain): what a forecast made
+    after a crash needs to start from the level after it (``forecast_window(..., collapse_onset=...)``; the
+    command line's ``fit --prefix`` and ``watch`` do this).
+
+    Args:
+      steps: the logged steps of the curve.
+      values: its values (non-finite points are dropped).
+      cfg: the thresholds (default :data:`DEFAULT_CONFIG`).
+
+    Returns:
+      The first logged step of the fall, or None when the curve holds no collapse or has fewer than
+      ``cfg.min_points`` finite points.
+    """
+    from grpojax.diagnose._config import DEFAULT_CONFIG  # noqa: PLC0415
+
+    s, y = np.asarray(steps, float), np.asarray(values, float)
+    keep = np.isfinite(s) & np.isfinite(y)
+    if np.count_nonzero(keep) < (cfg or DEFAULT_CONFIG).min_points:  # too short for the finding: it says nothing
+        return None
+    res = detect_collapse(RunLog.from_columns({"reward_mean": y[keep]}, steps=s[keep]), cfg or DEFAULT_CONFIG, {})
+    return float(res.panel_data["onset"]) if res.detected else None

@@ -241,11 +241,16 @@ def _forecast(run, s, y, hp, config):
     end = _end_step(first, last, hp, config)
     prefix = min((last - first) / (end - first) * (1 + 1e-9), 0.999)
     window = min(config.window, 1.0 - prefix)
+    from grpojax.diagnose import collapse_onset  # noqa: PLC0415
+
+    # a collapse the run already holds: the forecast starts from the level after it (as fit --prefix does)
     f = forecast_window((s, y), prefix=prefix, window=window, level=config.level, method=config.method,
-                        end_step=end, bounds=config.bounds if config.bounds is not None else metric_bounds(config.metric))
+                        end_step=end, bounds=config.bounds if config.bounds is not None else metric_bounds(config.metric),
+                        collapse_onset=collapse_onset(s, y))
     out = dict(mean=f.mean, lo=f.lo, hi=f.hi, level=f.level, method=f.method, status=f.status,
                window=list(f.window), prefix_end=f.prefix_end, end_step=end, plateau=None, time_to_plateau=None,
-               fast_rate=None, at_step=last, n_points=int(s.size))
+               fast_rate=None, at_step=last, n_points=int(s.size), collapse_onset=f.collapse_onset,
+               p_collapse=f.p_collapse, p_collapse_interval=list(f.p_collapse_interval))
     if f.params:
         ps = f.params["p_star"]
         out["plateau"] = dict(median=ps[0], lo=ps[1], hi=ps[2])
