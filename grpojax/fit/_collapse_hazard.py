@@ -30,7 +30,8 @@ The model (written down before it was scored):
 
 A prefix that **already holds a collapse** is forecast from the level it fell to, not from the level
 before: ``forecast_window(collapse_onset=)``, the onset the collapse finding of :mod:`grpojax.diagnose`
-reports on the prefix (``grpojax fit --prefix`` finds it so; this package, below the detectors, does not).
+reports on the prefix (``grpojax.diagnose.collapse_onset``, which ``grpojax fit --prefix`` and ``grpojax
+watch`` call; this package, below the detectors, does not look for it).
 """
 
 from __future__ import annotations
