@@ -6,7 +6,7 @@ import pytest
 
 from grpojax._errors import InvalidValueError
 from grpojax.dynamics._escape import escape_probability
-from grpojax.dynamics._escape_full import (displacement_moments, escape_full, invariant_subspace,
+from grpojax.dynamics._escape_full import (displacement_moments, escape_full, growth_stationary, invariant_subspace,
                                            stationary_displacement)
 
 
@@ -122,3 +122,101 @@ def test_bad_input_is_refused():
         escape_full(k0, kd, cov, 0.1, 0.0, 1, 5)
     with pytest.raises(InvalidValueError, match="exact_1d"):
         escape_full(k0, kd, cov, 0.1, 0.0, 1, 5, exits="exact_1d", width=1.0)
+
+
+# noise that grows with the state: Σ(e) = Σ (1 + c eᵀ M e)
+
+
+def _simulate_growth(k0, kd, cov, eta, mu, k_ref, steps, paths, c, M, seed=5):
+    """The recurrence with state-dependent noise written out directly: the step's noise is Σ^½ z scaled by
+    sqrt(1 + c eᵀ M e) at the displacement before the step."""
+    rng = np.random.default_rng(seed)
+    n = k0.shape[0]
+    L = np.linalg.cholesky(cov)
+    e, m, s = np.zeros((paths, n)), np.zeros((paths, n)), np.zeros((paths, n))
+    prev = None
+    for t in range(steps):
+        if t % k_ref == 0:
+            s = e.copy()
+        scale = np.sqrt(1.0 + c * np.einsum("pi,ij,pj->p", e, M, e))
+        g = e @ k0.T + s @ kd.T + scale[:, None] * (rng.standard_normal((paths, n)) @ L.T)
+        m = mu * m + g
+        prev = e
+        e = e - eta * m
+    return e, prev
+
+
+@pytest.mark.parametrize("mu,k_ref", [(0.0, 1), (0.6, 3)])
+def test_growth_covariance_matches_simulation_of_the_recurrence(mu, k_ref):
+    k0, kd, cov = _instance()
+    rng = np.random.default_rng(7)
+    B = rng.standard_normal((4, 4))
+    M = B @ B.T / 4
+    eta, steps, paths = 0.3, 25, 20000
+    P0, _ = displacement_moments(k0, kd, cov, eta, mu, k_ref, steps)
+    c = 0.6 / float(np.sum(M * P0[-1]))  # c q(e) about 0.6 at the additive model's spread
+    P, lag1 = displacement_moments(k0, kd, cov, eta, mu, k_ref, steps, noise_growth=c, growth_metric=M)
+    e, prev = _simulate_growth(k0, kd, cov, eta, mu, k_ref, steps, paths, c, M)
+    # standard error of each product moment from the simulated products themselves (the law is not normal)
+    prod = e[:, :, None] * e[:, None, :]
+    se = prod.std(0) / np.sqrt(paths)
+    assert np.all(np.abs(prod.mean(0) - P[-1]) < 5 * se)
+    lagp = e[:, :, None] * prev[:, None, :]
+    assert np.all(np.abs(lagp.mean(0) - lag1[-1]) < 5 * lagp.std(0) / np.sqrt(paths))
+    # the growth is visible against the band: the additive model's covariance is far outside it
+    assert np.trace(P[-1]) - np.trace(P0[-1]) > 10 * np.sqrt(np.sum(se**2))
+
+
+def test_growth_zero_is_the_additive_model():
+    k0, kd, cov = _instance(n=3, seed=2)
+    P, lag = displacement_moments(k0, kd, cov, 0.4, 0.3, 2, 60)
+    Pg, lagg = displacement_moments(k0, kd, cov, 0.4, 0.3, 2, 60, noise_growth=0.0, growth_metric=np.eye(3))
+    np.testing.assert_array_equal(P, Pg)
+    np.testing.assert_array_equal(lag, lagg)
+    st = growth_stationary(k0, kd, cov, 0.4, 0.3, 2)
+    Pst, radius = stationary_displacement(k0, kd, cov, 0.4, 0.3, 2)
+    assert st.stable and st.gain == 0.0 and st.radius == pytest.approx(radius, rel=1e-12)
+    np.testing.assert_allclose(st.covariance, Pst, rtol=1e-9, atol=1e-14)
+
+
+@pytest.mark.parametrize("eta,mu,k_ref,kd,k0,w,c", [(0.5, 0.0, 1, 0.4, 0.3, 1.0, 0.8), (0.05, 0.9, 4, -0.1, 1.1, 0.7, 2.0),
+                                                    (0.05, 0.5, 16, 0.3, 0.2, 0.5, 3.0)])
+def test_growth_in_one_dimension_reduces_to_the_one_direction_growth_model(eta, mu, k_ref, kd, k0, w, c):
+    noise, batch, steps = 2.0, 8, 400
+    ref = escape_probability(eta, mu, k_ref, kd, k_instant=k0, noise=noise, samples_per_step=batch, basin=w,
+                             steps=steps, lag="periodic", noise_growth=c)
+    add = escape_probability(eta, mu, k_ref, kd, k_instant=k0, noise=noise, samples_per_step=batch, basin=w,
+                             steps=steps, lag="periodic")
+    full = escape_full([[k0]], [[kd]], [[noise / batch]], eta, mu, k_ref, steps, exits="exact_1d", width=w,
+                       noise_growth=c)
+    assert float(ref.probability) > float(add.probability) + 0.01  # the growth matters in these cases
+    np.testing.assert_allclose(full.probability, float(ref.probability), rtol=1e-6)
+    np.testing.assert_allclose(full.covariance[0, 0], float(ref.variance), rtol=1e-9)
+    st = growth_stationary([[k0]], [[kd]], [[noise / batch]], eta, mu, k_ref, noise_growth=c)
+    assert st.stable == bool(ref.stable)
+    # the one-direction model reports the stationary variance averaged over the period
+    np.testing.assert_allclose(st.growth_trace.mean(), float(ref.stationary_variance), rtol=1e-8)
+
+
+def test_growth_gain_marks_where_the_spread_stops_being_bounded():
+    k0, kd, cov = _instance(n=3, seed=2)
+    eta, mu, k_ref = 0.4, 0.3, 2
+    unit = growth_stationary(k0, kd, cov, eta, mu, k_ref, noise_growth=1.0)
+    c_edge = 1.0 / unit.gain  # the gain is linear in c
+    below = growth_stationary(k0, kd, cov, eta, mu, k_ref, noise_growth=0.9 * c_edge)
+    above = growth_stationary(k0, kd, cov, eta, mu, k_ref, noise_growth=1.1 * c_edge)
+    assert below.stable and not above.stable and np.isnan(above.covariance).all()
+    P, _ = displacement_moments(k0, kd, cov, eta, mu, k_ref, 4000, noise_growth=0.9 * c_edge)
+    np.testing.assert_allclose(P[-1], below.covariance, rtol=1e-6)  # the iterated recursion converges to it
+    Pa, _ = displacement_moments(k0, kd, cov, eta, mu, k_ref, 4000, noise_growth=1.1 * c_edge)
+    assert np.trace(Pa[-1]) > 1e3 * np.trace(below.covariance)  # and grows without bound past the edge
+
+
+def test_growth_bad_input_is_refused():
+    k0, kd, cov = _instance(n=2)
+    with pytest.raises(InvalidValueError, match="noise_growth"):
+        displacement_moments(k0, kd, cov, 0.1, 0.0, 1, 5, noise_growth=-1.0)
+    with pytest.raises(InvalidValueError, match="growth_metric must be a square"):
+        displacement_moments(k0, kd, cov, 0.1, 0.0, 1, 5, noise_growth=1.0, growth_metric=np.eye(3))
+    with pytest.raises(InvalidValueError, match="positive semi-definite"):
+        growth_stationary(k0, kd, cov, 0.1, 0.0, 1, noise_growth=1.0, growth_metric=-np.eye(2))

@@ -41,11 +41,35 @@ exits give that model's number: :func:`escape_full` with ``exits="exact_1d"``). 
 of the covariance at θ*, a linear update everywhere inside the basin, exits that do not cluster. The Monte
 Carlo error of Σ_t q_t is about √(Σ_t q_t / samples) (independent draws at every step).
 
+Noise that grows with the state (``noise_growth`` c > 0). Where the step's noise is smallest at the plateau and
+grows away from it, take the conditional covariance of ξ_t given the past as
+
+    Σ(e_t) = Σ_step (1 + c eₜᵀ M eₜ),
+
+the covariance at θ* scaled by one scalar that grows with a quadratic form of the displacement (``growth_metric``
+M, symmetric positive semi-definite; the identity by default: q(e) = |e|²). The shape of the noise is kept,
+its size grows. From rest at θ* the mean stays 0 and the covariance recursion stays closed and exact, an affine
+map of P:
+
+    P_{t+1} = A_t P_t A_tᵀ + η² [Σ_step, 0, 0; …] (1 + c tr(M Cov(e_t))),
+
+which with n = 1 and M = 1 is the one-direction model's recursion with ``noise_growth`` (``_escape.py``).
+Mean-square stability: with ρ(Φ) < 1 (the mean update stable), let H be the K_ref × K_ref matrix whose entry
+(j, i) is tr(M Cov(e)) at phase j of the stationary response to the unit noise Σ_step injected at phase i of
+every period (K_ref discrete Lyapunov solves over the period maps). The stationary values τ_j = tr(M Cov(e))
+at phase j solve τ = H 1 + c H τ, and the covariance is bounded iff the loop gain c ρ(H) is below 1 (H is
+non-negative and the moment map is positive, so the spectral radius of the full moment map is below 1 exactly
+then). Because the noise feeds on the state, the gain reaches 1 below η*: the spread then grows without bound
+although the mean update is stable (:func:`growth_stationary`). The exits are still counted from the Gaussian
+with these exact moments, an approximation here: the law of e is then a scale mixture of normals, with heavier
+tails than the normal of the same covariance.
+
 Host computation in NumPy float64; ``k_ref`` and ``steps`` are scalars, ``eta`` and ``mu`` scalars.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -56,7 +80,8 @@ from grpojax.dynamics._checks import check_hyperparams
 
 _BATCH = 1 << 16  # displacements handed to ``outside`` per call (at most, and at least one step's draws)
 
-__all__ = ["FullEscape", "displacement_moments", "escape_full", "invariant_subspace", "stationary_displacement"]
+__all__ = ["FullEscape", "GrowthStationary", "displacement_moments", "escape_full", "growth_stationary",
+           "invariant_subspace", "stationary_displacement"]
 
 
 class FullEscape(NamedTuple):
@@ -69,6 +94,8 @@ class FullEscape(NamedTuple):
         mean_square: E|e_t|² per step t = 0..steps, shape (steps + 1,).
         covariance: Cov(e_T) at the last step, shape (n, n).
         radius: spectral radius per step of the period map (below 1: the mean update is stable).
+        gain: loop gain c ρ(H) of the noise's growth (0 for additive noise; the covariance is bounded iff the
+            radius and the gain are both below 1; ``inf`` where the radius is ≥ 1).
     """
 
     probability: float
@@ -77,6 +104,25 @@ class FullEscape(NamedTuple):
     mean_square: np.ndarray
     covariance: np.ndarray
     radius: float
+    gain: float = 0.0
+
+
+class GrowthStationary(NamedTuple):
+    """Stationary law of the displacement with noise that grows with the state (module notes).
+
+    Attributes:
+        covariance: stationary Cov(e) at the start of a refresh period (NaN where not mean-square stable).
+        radius: spectral radius per step of the period map of the mean update.
+        gain: loop gain c ρ(H) (``inf`` where the radius is ≥ 1).
+        stable: radius < 1 and gain < 1 (the covariance stays bounded).
+        growth_trace: stationary tr(M Cov(e)) at each phase of the period, shape (k_ref,) (NaN where unstable).
+    """
+
+    covariance: np.ndarray
+    radius: float
+    gain: float
+    stable: bool
+    growth_trace: np.ndarray
 
 
 def _check_matrices(k_instant, k_stale, noise_cov):
@@ -112,6 +158,26 @@ def _maps(k0, kd, eta, mu):
     return S, R
 
 
+def _check_growth(noise_growth, growth_metric, n):
+    c = noise_growth
+    if isinstance(c, bool) or not isinstance(c, (int, float, np.integer, np.floating)) or not np.isfinite(c) or c < 0:
+        raise InvalidValueError(f"noise_growth must be a finite number >= 0 (relative growth of the noise per unit "
+                                f"of the quadratic form; 0: additive noise), got noise_growth={noise_growth!r}")
+    if growth_metric is None:
+        return float(c), np.eye(n)
+    M = np.asarray(growth_metric, np.float64)
+    if M.shape != (n, n):
+        raise InvalidValueError(f"growth_metric must be a square matrix of the size of k_instant ({n}, {n}), got "
+                                f"shape {M.shape}")
+    if not np.all(np.isfinite(M)):
+        raise InvalidValueError("growth_metric must be finite, got a non-finite entry")
+    scale = max(float(np.abs(M).max()), 1e-300)
+    if np.abs(M - M.T).max() > 1e-8 * scale or float(np.linalg.eigvalsh(0.5 * (M + M.T)).min()) < -1e-8 * scale:
+        raise InvalidValueError("growth_metric must be symmetric positive semi-definite (a quadratic form q(e) = "
+                                "e^T M e >= 0)")
+    return float(c), 0.5 * (M + M.T)
+
+
 def _prepare(k_instant, k_stale, noise_cov, eta, mu, k_ref, steps=None):
     k0, kd, cov = _check_matrices(k_instant, k_stale, noise_cov)
     eta, mu = (float(x) for x in check_hyperparams(eta=eta, mu=mu)[:2])
@@ -125,33 +191,83 @@ def _prepare(k_instant, k_stale, noise_cov, eta, mu, k_ref, steps=None):
     return S, R, Q, n, k_ref, steps
 
 
-def displacement_moments(k_instant, k_stale, noise_cov, eta: float, mu: float, k_ref: int, steps: int):
+def displacement_moments(k_instant, k_stale, noise_cov, eta: float, mu: float, k_ref: int, steps: int, *,
+                         noise_growth: float = 0.0, growth_metric=None):
     """Exact covariances of the displacement of the noisy linearised update, started at rest at θ*.
 
     Args:
         k_instant: K_0 = −∂u/∂θ at the plateau, (n, n).
         k_stale: K_d = −∂u/∂θ_b at the plateau, (n, n).
-        noise_cov: covariance of one step's sampled gradient, (n, n).
+        noise_cov: covariance of one step's sampled gradient at θ*, (n, n).
         eta, mu: heavy-ball learning rate and momentum.
         k_ref: refresh interval of the behaviour policy (periodic refresh; 1: on-policy).
         steps: number of steps T.
+        noise_growth: c ≥ 0, the noise's covariance at displacement e is ``noise_cov`` (1 + c eᵀ M e) (module
+            notes; 0: additive noise).
+        growth_metric: M, symmetric positive semi-definite (n, n); the identity when None.
 
     Returns:
         ``(cov, lag1)``: Cov(e_t) for t = 0..T, shape (T + 1, n, n), and Cov(e_{t+1}, e_t) for t = 0..T − 1,
-        shape (T, n, n).
+        shape (T, n, n). Entries overflow to ``inf`` where the spread grows without bound.
     """
     S, R, Q, n, k_ref, steps = _prepare(k_instant, k_stale, noise_cov, eta, mu, k_ref, steps)
+    c, M = _check_growth(noise_growth, growth_metric, n)
     SR = S @ R
     P = np.zeros((3 * n, 3 * n))
     cov = np.zeros((steps + 1, n, n))
     lag1 = np.zeros((steps, n, n))
-    for t in range(steps):
-        A = SR if t % k_ref == 0 else S
-        AP = A @ P
-        lag1[t] = AP[:n, :n]
-        P = AP @ A.T + Q
-        cov[t + 1] = P[:n, :n]
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(steps):
+            A = SR if t % k_ref == 0 else S
+            AP = A @ P
+            lag1[t] = AP[:n, :n]
+            scale = 1.0 + c * float(np.sum(M * P[:n, :n])) if c > 0 else 1.0
+            P = AP @ A.T + Q * scale
+            cov[t + 1] = P[:n, :n]
     return cov, lag1
+
+
+def growth_stationary(k_instant, k_stale, noise_cov, eta: float, mu: float, k_ref: int, *,
+                      noise_growth: float = 0.0, growth_metric=None) -> GrowthStationary:
+    """Stationary covariance and mean-square stability of the update with noise that grows with the state.
+
+    The stationary response to the unit noise injected at each phase of the period (K_ref discrete Lyapunov
+    solves), the K_ref × K_ref matrix H of its tr(M Cov(e)) per phase, the loop gain c ρ(H) and, where the gain
+    is below 1, the stationary tr(M Cov(e)) per phase τ = (I − c H)⁻¹ H 1 and the covariance at the start of a
+    period (module notes). With ``noise_growth`` 0 the covariance is :func:`stationary_displacement`'s.
+    """
+    from scipy.linalg import solve_discrete_lyapunov
+
+    S, R, Q, n, k_ref, _ = _prepare(k_instant, k_stale, noise_cov, eta, mu, k_ref)
+    c, M = _check_growth(noise_growth, growth_metric, n)
+    maps = [S @ R] + [S] * (k_ref - 1)
+
+    def period_from(p):
+        Phi = np.eye(3 * n)
+        for j in range(k_ref):
+            Phi = maps[(p + j) % k_ref] @ Phi
+        return Phi
+
+    radius = float(np.abs(np.linalg.eigvals(period_from(0))).max() ** (1.0 / k_ref))
+    if radius >= 1.0:
+        return GrowthStationary(np.full((n, n), np.nan), radius, math.inf, False, np.full(k_ref, np.nan))
+    H = np.zeros((k_ref, k_ref))
+    at_start = np.zeros((k_ref, 3 * n, 3 * n))  # response at phase 0 to the unit noise of phase i
+    for i in range(k_ref):
+        p = (i + 1) % k_ref  # the noise of the step at phase i is first seen at phase i + 1
+        X = solve_discrete_lyapunov(period_from(p), Q)
+        for j in range(k_ref):
+            ph = (p + j) % k_ref
+            H[ph, i] = float(np.sum(M * X[:n, :n]))
+            if ph == 0:
+                at_start[i] = X
+            X = maps[ph] @ X @ maps[ph].T
+    gain = c * float(np.abs(np.linalg.eigvals(H)).max())
+    if gain >= 1.0:
+        return GrowthStationary(np.full((n, n), np.nan), radius, gain, False, np.full(k_ref, np.nan))
+    tau = np.linalg.solve(np.eye(k_ref) - c * H, H.sum(1))
+    P0 = np.tensordot(1.0 + c * tau, at_start, axes=1)
+    return GrowthStationary(P0[:n, :n], radius, gain, True, tau)
 
 
 def stationary_displacement(k_instant, k_stale, noise_cov, eta: float, mu: float, k_ref: int):
@@ -226,6 +342,8 @@ def escape_full(
     seed: int = 0,
     exits: str = "monte_carlo",
     width: float | None = None,
+    noise_growth: float = 0.0,
+    growth_metric=None,
 ) -> FullEscape:
     """P(the displacement leaves the basin within ``steps``) of the noisy linearised update in n dimensions.
 
@@ -239,23 +357,34 @@ def escape_full(
         exits: ``"monte_carlo"`` (module notes), or ``"exact_1d"`` (n = 1 and the basin |e| ≤ ``width``: the
             exact bivariate-normal exits of the one-direction model).
         width: basin half-width for ``exits="exact_1d"``.
+        noise_growth, growth_metric: noise that grows with the state, as in :func:`displacement_moments` (the
+            exits are then counted from the Gaussian of the exact moments: module notes).
 
     Returns:
         :class:`FullEscape`.
     """
     if exits not in ("monte_carlo", "exact_1d"):
         raise InvalidValueError(f"exits must be 'monte_carlo' or 'exact_1d', got exits={exits!r}")
-    cov, lag1 = displacement_moments(k_instant, k_stale, noise_cov, eta, mu, k_ref, steps)
+    cov, lag1 = displacement_moments(k_instant, k_stale, noise_cov, eta, mu, k_ref, steps,
+                                     noise_growth=noise_growth, growth_metric=growth_metric)
     n = cov.shape[1]
     S, R, _, _, k_ref, steps = _prepare(k_instant, k_stale, noise_cov, eta, mu, k_ref, steps)
-    Phi = np.linalg.matrix_power(S, k_ref - 1) @ (S @ R)
-    radius = float(np.abs(np.linalg.eigvals(Phi)).max() ** (1.0 / k_ref))
+    if noise_growth > 0:
+        st = growth_stationary(k_instant, k_stale, noise_cov, eta, mu, k_ref, noise_growth=noise_growth,
+                               growth_metric=growth_metric)
+        radius, gain = st.radius, st.gain
+    else:
+        Phi = np.linalg.matrix_power(S, k_ref - 1) @ (S @ R)
+        radius, gain = float(np.abs(np.linalg.eigvals(Phi)).max() ** (1.0 / k_ref)), 0.0
     q = np.zeros(steps)
     hazard = np.zeros(steps)
     if exits == "exact_1d":
         if n != 1 or width is None or not width > 0:
             raise InvalidValueError(f"exits='exact_1d' needs n = 1 and width > 0, got n={n}, width={width!r}")
         for t in range(steps):
+            if not np.isfinite(cov[t + 1, 0, 0]):  # overflowed: the spread grew without bound, escaped
+                q[t:], hazard[t:] = 1.0, np.inf
+                break
             q[t], hazard[t] = _exact_1d_exits(cov[t, 0, 0], cov[t + 1, 0, 0], lag1[t, 0, 0], float(width))
     else:
         if outside is None:
@@ -283,4 +412,4 @@ def escape_full(
                 break
     total = float(np.sum(hazard))
     return FullEscape(probability=float(-np.expm1(-total)), expected_exits=float(np.sum(q)), exits=q,
-                      mean_square=np.trace(cov, axis1=1, axis2=2), covariance=cov[-1], radius=radius)
+                      mean_square=np.trace(cov, axis1=1, axis2=2), covariance=cov[-1], radius=radius, gain=gain)
