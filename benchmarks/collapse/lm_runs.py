@@ -6,8 +6,8 @@ Usage::
 
 Trains the 96 runs of ``lm_rule.md`` as one population (``grpojax.grpo.train_population``: one compiled
 program), labels each run's ``reward_mean`` by the committed rule of ``README.md``, diagnoses every log, and
-replays every log through the watch engine row by row (``early_warning.py``). Writes ``results_lm.md`` and
-``results_lm.json`` beside this file (``--out`` elsewhere). ``--quick``: 8 runs of 60 steps (a smoke run;
+replays every log through the watch engine row by row (``early_warning.py``). Writes ``results_lm.md``,
+``results_lm.json`` and ``results_lm.png`` (six runs drawn) beside this file (``--out`` elsewhere). ``--quick``: 8 runs of 60 steps (a smoke run;
 not the reported numbers).
 """
 
@@ -60,6 +60,48 @@ def train(folder: pathlib.Path, quick: bool):
     return members, res.wall_s
 
 
+def figure(rows: list[dict], logs: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+    """Six runs' reward curves: the first three labelled collapses the finding detected (its onset and the
+    first precursor's step marked), then the first three flagged controls (falls from the warm start's level
+    the label rule does not call collapses) -- what the tables count, drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from grpojax._io import save_figure
+    from grpojax.logs import read_log
+
+    pick = ([r for r in rows if r["label"] == "collapse" and r["detected"]][:3]
+            + [r for r in rows if r["label"] == "control" and r["detected"]][:3])
+    fig, axes = plt.subplots(2, 3, figsize=(11, 5.6), squeeze=False, sharey=True)
+    for ax in axes.ravel()[len(pick):]:
+        ax.axis("off")
+    for ax, r in zip(axes.ravel(), pick):
+        run = read_log(logs / "pop" / "members" / r["run_name"] / "metrics.jsonl")
+        s, y = run.series("reward_mean")
+        ax.plot(s, y, lw=0.8, color="C0", label="reward_mean")
+        if r["label_onset"] is not None and np.isfinite(r["label_onset"]):
+            ax.axvline(r["label_onset"], color="k", ls=":", lw=1, label="labelled onset")
+        ax.axvline(r["onset"], color="C3", ls="--", lw=1, label="detected onset")
+        if r["first_precursor"] and run.count(r["first_precursor"]):
+            ps, pv = run.series(r["first_precursor"])
+            tw = ax.twinx()
+            tw.plot(ps, pv, lw=0.6, color="C2", alpha=0.7)
+            tw.set_yticks([])
+        ax.set_title(f"{r['run_name']}\n{r['label']}; first precursor: {r['first_precursor'] or 'none'}", fontsize=8)
+        ax.set_xlabel("step", fontsize=8)
+    axes[0, 0].set_ylabel("reward_mean")
+    axes[1, 0].set_ylabel("reward_mean")
+    axes[0, 0].legend(fontsize=7, loc="lower left")
+    fig.suptitle("Tiny-LM GRPO runs: detected collapses (top) and flagged controls (bottom); green: first "
+                 "precursor's series", fontsize=9)
+    fig.tight_layout()
+    path = save_figure(fig, out / "results_lm.png", dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="8 runs of 60 steps (a smoke run)")
@@ -87,6 +129,7 @@ def main(argv=None) -> int:
                     label="collapse" if lab else "control", label_onset=lab["onset"] if lab else None)
         row = diagnose_log(path, info)
         row["part"] = onset_part(lab["onset"], row["span"]) if lab else "-"
+        row["run_name"] = m.name
         rows.append(row)
         w = score_run(m.name, info["cell"], run, EVERY)
         w["first_alert"] = w["alerts"][0] if w["alerts"] else None
@@ -131,6 +174,7 @@ def main(argv=None) -> int:
     (args.out / "results_lm.json").write_text(json.dumps(dict(rows=rows, early_warning=ew, warn=warn, by_cell=by_cell,
                                                               by_part=by_part, first_precursor=firsts), indent=1,
                                                          default=float))
+    figure(rows, folder, args.out)
     print("\n".join(md))
     if tmp is not None:
         tmp.cleanup()
