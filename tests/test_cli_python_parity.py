@@ -166,6 +166,28 @@ def check_advise_schedule(argv, tmp, printed):
     assert f"{r.min_margin:.3g} at step {r.min_margin_step}" in printed
 
 
+def check_advise_noise_growth(argv, tmp, printed):
+    from grpojax.dynamics._schedule import schedule_margin
+    from grpojax.monitor import advise
+
+    kw = dict(mu=_flag(argv, "--mu"), k_ref=_flag(argv, "--k-ref", kind=int), curvature=_flag(argv, "--curvature"),
+              k_instant=_flag(argv, "--k-instant"))
+    steps = _flag(argv, "--steps", kind=int)
+    a = advise(eta=_flag(argv, "--eta"), group_size=_flag(argv, "--group-size", kind=int),
+               prompts_per_step=_flag(argv, "--prompts-per-step", kind=int), steps=steps,
+               noise_growth=_flag(argv, "--noise-growth"), **kw)
+    assert f"{a.escape_probability:.3g} (basin" in printed and f"up to η = {a.eta_escape:.3g}" in printed
+    r = schedule_margin(_flag(argv, "--eta"), kw.pop("k_ref"), kw.pop("curvature"), schedule="cosine", steps=steps,
+                        noise=a.inputs["noise"], basin=a.escape_basin, samples_per_step=a.samples_per_step,
+                        noise_growth=_flag(argv, "--noise-growth"), **kw)
+    assert f"{r.escape_probability:.3g}" in printed
+    additive = advise(eta=_flag(argv, "--eta"), group_size=_flag(argv, "--group-size", kind=int),
+                      prompts_per_step=_flag(argv, "--prompts-per-step", kind=int), steps=steps,
+                      mu=_flag(argv, "--mu"), k_ref=_flag(argv, "--k-ref", kind=int),
+                      curvature=_flag(argv, "--curvature"), k_instant=_flag(argv, "--k-instant"))
+    assert a.escape_probability > additive.escape_probability  # the growth is used, not dropped
+
+
 def check_advise_from_run(argv, tmp, printed):
     from grpojax._defaults import PLANNED_STEPS
     from grpojax.logs import run_settings
@@ -298,6 +320,8 @@ REGISTRY: dict[str, Entry] = {
         Entry("grpojax.dynamics._schedule.schedule_margin", check_predict_schedule),
     "grpojax advise --eta 0.001 --beta1 0.9 --k-ref 2 --group-size 8 --curvature 30 --schedule cosine --warmup 50 "
     "--steps 1000": Entry("grpojax.dynamics._schedule.schedule_margin", check_advise_schedule),
+    "grpojax advise --eta 0.05 --mu 0.9 --k-ref 4 --group-size 8 --prompts-per-step 9 --curvature 0.5 --k-instant 0.05 "
+    "--noise-growth 54 --schedule cosine --steps 400": Entry("grpojax.monitor.advise", check_advise_noise_growth),
     "grpojax fit tests/fixtures/quickstart/trainer_state.json --out out/quickstart/fit":
         Entry("grpojax.fit.fit_all_laws", check_fit, slow=True),
     "grpojax fit tests/fixtures/quickstart/trainer_state.json --prefix 0.3 --out out/quickstart/forecast":

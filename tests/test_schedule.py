@@ -184,6 +184,26 @@ def test_escape_along_schedule_against_the_frozen_model():
     assert 0 < lin.escape_probability < const.escape_probability
 
 
+def test_escape_along_schedule_with_noise_that_grows_with_the_error():
+    # a constant schedule with noise growth c sums the growth model's own exit rate (within 10% of the frozen
+    # model's expected exits, as above); c = 0 is the additive model exactly; growth raises P(escape)
+    kw = dict(mu=0.9, noise=0.2, basin=2.5, samples_per_step=4)
+    peak = 0.3 * float(dyn.exact_critical_eta(0.9, 1, 1.0))
+    frozen = dyn.escape_probability(peak, 0.9, 1, 1.0, noise=0.2, basin=2.5, steps=500, samples_per_step=4,
+                                    noise_growth=0.5)
+    grown = schedule_margin(peak, 1, 1.0, schedule="constant", steps=500, noise_growth=0.5, **kw)
+    additive = schedule_margin(peak, 1, 1.0, schedule="constant", steps=500, **kw)
+    assert schedule_margin(peak, 1, 1.0, schedule="constant", steps=500, noise_growth=0.0,
+                           **kw).escape_probability == additive.escape_probability
+    assert abs(-math.log1p(-grown.escape_probability) / float(frozen.expected_exits) - 1) < 0.1
+    assert grown.escape_probability > additive.escape_probability
+    with pytest.raises(InvalidValueError, match="noise_growth must be >= 0"):
+        schedule_margin(peak, 1, 1.0, schedule="constant", steps=500, noise_growth=-1.0, **kw)
+    with pytest.raises(InvalidValueError, match="noise_growth=0.5 is not modelled for Adam"):
+        schedule_margin(1e-3, 1, 1.0, schedule="cosine", steps=500, adam=adam_to_heavy_ball(beta1=0.9),
+                        noise=1.0, basin=2.5, noise_growth=0.5)
+
+
 def _bandit_onset(mu, k_ref, factors, seeds, steps, warmup):
     sv = load_experiment("schedule_validation")
     return sv.case("t", sv.bandit_config(256, mu, k_ref), "momentum", steps=steps, warmup=warmup, factors=factors,

@@ -144,6 +144,10 @@ def add_escape_args(p) -> None:
                         "(default 1, or the run's own with --from-run)")
     p.add_argument("--reward-std", type=Real(0, what="a standard deviation"), default=None,
                    help="a log's mean within-group reward std: σ² = G/(G − 1) · std² when --noise is not given")
+    p.add_argument("--noise-growth", type=Real(0, what="a growth of the noise variance per unit e²"), default=0.0,
+                   metavar="C", help="growth c >= 0 of the step's noise variance with the reward error e, "
+                                     "σ²/B · (1 + c e²), measured from the noise at displaced points "
+                                     "(default 0: additive noise)")
     add_batch_reuse_arg(p)
 
 
@@ -215,14 +219,14 @@ def run(args) -> int:
                pass_rate=pass_rate, zero_std_target=args.zero_std_target, zeta_band=tuple(args.zeta_band),
                margin=args.margin, curvature_source=source, steps=args.steps, basin=args.basin,
                escape_level=args.escape_level, prompts_per_step=args.prompts_per_step,
-               batch_reuse=args.batch_reuse)
+               batch_reuse=args.batch_reuse, noise_growth=args.noise_growth)
     if settings is not None and args.schedule is None and settings.schedule in SCHEDULES:
         args.schedule, args.warmup = settings.schedule, int(settings.warmup_steps or 0)
     sched = schedule_block(args, lr=args.eta, mu=m, adam=adam_reduction(args, args.beta1), k_ref=kval,
                            curvature=curvature, lag=lag, k_instant=args.k_instant, steps=args.steps, margin=args.margin,
                            **({} if a.escape_basin is None else
                               dict(noise=a.inputs["noise"], basin=a.escape_basin, samples_per_step=a.samples_per_step,
-                                   batch_reuse=args.batch_reuse)))
+                                   batch_reuse=args.batch_reuse, noise_growth=args.noise_growth)))
     kname = "K_ref" if args.k_ref is not None else "staleness S"
     t = Table(title=f"grpojax advise ({lag} lag, {'Adam' if a.optimizer == 'adam' else 'heavy-ball momentum'})")
     t.add_column("quantity")
@@ -232,7 +236,8 @@ def run(args) -> int:
     t.add_row("margin 1 − η/η_next", f"{a.margin:.3g} (η_next: start of the next unstable η window, or of the one η is in; spectral radius {a.spectral_radius:.5f} per step; advice keeps ≥ {a.required_margin:g})")
     t.add_row(f"P(escape within {a.escape_steps} steps)" + (", Adam gain law" if a.optimizer == "adam" else ""),
               f"{a.escape_probability:.3g} (basin ±{a.escape_basin:.3g}, {a.samples_per_step} samples per step"
-              f"{', one batch per refresh' if args.batch_reuse else ''}; "
+              f"{', one batch per refresh' if args.batch_reuse else ''}"
+              f"{f', noise growth c = {args.noise_growth:g}' if args.noise_growth else ''}; "
               f"≤ {a.escape_level:g} up to η = {a.eta_escape:.3g})")
     t.add_row("advised η", f"{a.eta_range[0]:.3g} – {a.eta_range[1]:.3g}" if a.eta_range else "none at this K_ref")
     t.add_row(f"advised {kname}", f"{a.k_range[0]} – {a.k_range[1]}" if a.k_range else "none at this η")

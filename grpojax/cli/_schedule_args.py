@@ -51,7 +51,7 @@ def adam_reduction(args, beta1):
 
 
 def schedule_block(args, *, lr, mu, adam, k_ref, curvature, lag, k_instant, steps, margin, noise=None, basin=None,
-                   samples_per_step=1, batch_reuse=False) -> dict | None:
+                   samples_per_step=1, batch_reuse=False, noise_growth=0.0) -> dict | None:
     """The margin along ``--schedule`` (None without it), as :meth:`ScheduleMargin.summary` plus the schedule; with
     ``noise`` and ``basin``, P(escape) along it (AdamW: the gain law's, from the preconditioner's path)."""
     from grpojax.dynamics import schedule_margin  # noqa: PLC0415
@@ -64,7 +64,7 @@ def schedule_block(args, *, lr, mu, adam, k_ref, curvature, lag, k_instant, step
         r = schedule_margin(lr, k_ref, curvature, schedule=args.schedule, steps=steps, warmup_steps=args.warmup,
                             warmup_ratio=args.warmup_ratio, mu=None if adam is not None else mu, adam=adam, lag=lag,
                             k_instant=k_instant, margin=margin, beta2=args.beta2, noise=noise, basin=basin,
-                            samples_per_step=samples_per_step, batch_reuse=batch_reuse)
+                            samples_per_step=samples_per_step, batch_reuse=batch_reuse, noise_growth=noise_growth)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     return dict(schedule=args.schedule, steps=int(steps), warmup=args.warmup, warmup_ratio=args.warmup_ratio,

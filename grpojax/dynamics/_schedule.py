@@ -571,7 +571,8 @@ def schedule_margin(peak_lr: float, k_ref: int, curvature: float, *, schedule: s
                     warmup_steps: int = 0, warmup_ratio: float | None = None, mu: float | None = None,
                     lag: str = LAG, k_instant: float = 0.0, adam: AdamReduction | None = None,
                     margin: float = ADVICE_MARGIN, noise: float | None = None, basin: float | None = None,
-                    samples_per_step: int = 1, beta2: float = 0.999, batch_reuse: bool = False) -> ScheduleMargin:
+                    samples_per_step: int = 1, beta2: float = 0.999, batch_reuse: bool = False,
+                    noise_growth: float = 0.0) -> ScheduleMargin:
     """The exact stability margin at every step of a schedule, its minimum and the advised peak lr.
 
     Args:
@@ -588,6 +589,9 @@ def schedule_margin(peak_lr: float, k_ref: int, curvature: float, *, schedule: s
         batch_reuse: the K_ref steps of a refresh period reuse the batch sampled at the refresh (its noise held
             over the period: :func:`grpojax.dynamics.escape_probability`); heavy ball with ``lag="periodic"``
             only (Adam's escape along a schedule has no held-noise model).
+        noise_growth: growth c ≥ 0 of the step's noise variance with the error, σ²/B · (1 + c e²)
+            (:func:`grpojax.dynamics.escape_probability`); heavy ball only (Adam's escape along a schedule has
+            additive noise only).
 
     Example:
         >>> r = schedule_margin(0.01, 4, 0.5, mu=0.9, schedule="cosine", steps=100, warmup_steps=10)
@@ -607,6 +611,10 @@ def schedule_margin(peak_lr: float, k_ref: int, curvature: float, *, schedule: s
         if adam is not None and noise is not None and basin is not None:
             raise InvalidValueError("batch_reuse=True is not modelled for Adam's escape along a schedule; "
                                     "give batch_reuse=False with adam")
+    c_growth = _num("noise_growth", noise_growth, lambda x: x >= 0, ">= 0 (growth of the noise variance per unit e²)")
+    if c_growth > 0 and adam is not None and noise is not None and basin is not None:
+        raise InvalidValueError(f"noise_growth={noise_growth!r} is not modelled for Adam's escape along a schedule "
+                                "(additive noise only); give noise_growth=0 with adam")
     if adam is not None:
         m, scale, k0 = adam.mu, adam.step_scale, float(k_instant) + adam.k_instant_extra
     else:
@@ -638,7 +646,7 @@ def schedule_margin(peak_lr: float, k_ref: int, curvature: float, *, schedule: s
     if noise is not None and basin is not None:
         if adam is None:
             esc = _escape_along(lr * scale, m, k_ref, float(curvature), k0, lag, noise, basin, samples_per_step,
-                                batch_reuse)
+                                batch_reuse, c_growth)
         elif gain is not None:  # Adam: from the path's own moments, with v̂ at its gain-law value
             esc = adam_escape_along(gain, noise=noise, basin=basin, samples_per_step=samples_per_step)
     return ScheduleMargin(lr, shape, crit, marg, float(marg[i]), i, advised, req, growth, bias, m, scale, k0, esc,
@@ -651,7 +659,8 @@ def _escape_max_lag() -> int:
     return ESCAPE_MAX_LAG
 
 
-def _escape_along(eta_hb, mu, k_ref, kd, k0, lag, noise, basin, samples, batch_reuse=False) -> float | None:
+def _escape_along(eta_hb, mu, k_ref, kd, k0, lag, noise, basin, samples, batch_reuse=False,
+                  noise_growth=0.0) -> float | None:
     """Quasi-static P(escape within the schedule): 1 − exp(−Σ_t r(η_t)), r the escape model's exit rate per
     step at a frozen η (expected exits over a long run / its length), interpolated on a log grid of η."""
     try:
@@ -665,7 +674,8 @@ def _escape_along(eta_hb, mu, k_ref, kd, k0, lag, noise, basin, samples, batch_r
     grid = np.geomspace(pos.min(), pos.max(), 24) if pos.max() > pos.min() else pos[:1]
     try:
         est = escape_probability(grid, mu, k_ref, kd, noise=noise, basin=basin, steps=horizon, lag=lag,
-                                 k_instant=k0, samples_per_step=samples, batch_reuse=batch_reuse)
+                                 k_instant=k0, samples_per_step=samples, batch_reuse=batch_reuse,
+                                 noise_growth=noise_growth)
     except ValueError as exc:
         if "limit" not in str(exc):
             raise
