@@ -79,6 +79,8 @@ from grpojax._errors import InvalidValueError
 from grpojax.dynamics._checks import check_hyperparams
 
 _BATCH = 1 << 16  # displacements handed to ``outside`` per call (at most, and at least one step's draws)
+_CHUNK_STEPS = 50  # steps per call at most (the count stops once the cumulative hazard passes _SATURATED)
+_SATURATED = 40.0  # cumulative hazard beyond which P(escape) = 1 − e^−40 is 1 to double precision
 
 __all__ = ["FullEscape", "GrowthStationary", "displacement_moments", "escape_full", "growth_stationary",
            "invariant_subspace", "stationary_displacement"]
@@ -89,8 +91,9 @@ class FullEscape(NamedTuple):
 
     Attributes:
         probability: 1 − exp(−cumulative hazard).
-        expected_exits: Σ_t q_t, the expected number of exits within the run.
-        exits: q_t per step, shape (steps,).
+        expected_exits: Σ_t q_t, the expected number of exits within the run (Monte Carlo exits: counted up to
+            the step where the cumulative hazard passes 40, after which P is 1 to double precision).
+        exits: q_t per step, shape (steps,) (0 after the count stopped).
         mean_square: E|e_t|² per step t = 0..steps, shape (steps + 1,).
         covariance: Cov(e_T) at the last step, shape (n, n).
         radius: spectral radius per step of the period map (below 1: the mean update is stable).
@@ -391,8 +394,11 @@ def escape_full(
             raise InvalidValueError("outside must be given with exits='monte_carlo' (a predicate on displacements)")
         samples = _check_int("samples", samples, 1)
         rng = np.random.default_rng(seed)
-        chunk = max(1, _BATCH // samples)  # steps whose draws go to ``outside`` in one call
+        # steps whose draws go to ``outside`` in one call (the draws are the same sequence for any chunking)
+        chunk = max(1, min(_BATCH // samples, _CHUNK_STEPS))
         for start in range(0, steps, chunk):
+            if np.sum(hazard[:start]) > _SATURATED:  # P = 1 to double precision: the later exits change nothing
+                break
             ts = range(start, min(start + chunk, steps))
             joint = np.stack([np.block([[cov[t], lag1[t].T], [lag1[t], cov[t + 1]]]) for t in ts])
             finite = np.all(np.isfinite(joint), axis=(1, 2))
