@@ -220,3 +220,30 @@ def test_growth_bad_input_is_refused():
         displacement_moments(k0, kd, cov, 0.1, 0.0, 1, 5, noise_growth=1.0, growth_metric=np.eye(3))
     with pytest.raises(InvalidValueError, match="positive semi-definite"):
         growth_stationary(k0, kd, cov, 0.1, 0.0, 1, noise_growth=1.0, growth_metric=-np.eye(2))
+
+
+def test_growth_monte_carlo_exits_match_the_exact_ones_in_one_dimension():
+    eta, mu, k_ref, kd, k0, noise, w, steps, c = 0.05, 0.9, 4, -0.1, 1.1, 0.25, 0.7, 400, 4.0
+    exact = escape_full([[k0]], [[kd]], [[noise]], eta, mu, k_ref, steps, exits="exact_1d", width=w, noise_growth=c)
+    additive = escape_full([[k0]], [[kd]], [[noise]], eta, mu, k_ref, steps, exits="exact_1d", width=w)
+    samples = 4000
+    mc = escape_full([[k0]], [[kd]], [[noise]], eta, mu, k_ref, steps, lambda e: np.abs(e[:, 0]) > w,
+                     samples=samples, seed=3, noise_growth=c)
+    assert exact.expected_exits > 2 * additive.expected_exits > 0.1  # the growth matters here
+    se = np.sqrt(exact.expected_exits / samples)
+    assert abs(mc.expected_exits - exact.expected_exits) < 4 * se
+    st = growth_stationary([[k0]], [[kd]], [[noise]], eta, mu, k_ref, noise_growth=c)
+    assert mc.gain == pytest.approx(st.gain, rel=1e-12) and 0 < mc.gain < 1
+
+
+def test_growth_past_the_edge_escapes_for_sure():
+    k0, kd, cov = _instance(n=3, seed=2)
+    eta, mu, k_ref = 0.4, 0.3, 2
+    c = 3.0 / growth_stationary(k0, kd, cov, eta, mu, k_ref, noise_growth=1.0).gain  # gain 3
+    width = 5 * np.sqrt(np.trace(stationary_displacement(k0, kd, cov, eta, mu, k_ref)[0]))
+    est = escape_full(k0, kd, cov, eta, mu, k_ref, 400, lambda e: np.linalg.norm(e, axis=1) > width, samples=200,
+                      noise_growth=c)
+    assert est.gain == pytest.approx(3.0, rel=1e-9)
+    assert est.probability == 1.0
+    add = escape_full(k0, kd, cov, eta, mu, k_ref, 400, lambda e: np.linalg.norm(e, axis=1) > width, samples=200)
+    assert add.probability < 0.05  # the additive model at the same rate stays well inside this basin
