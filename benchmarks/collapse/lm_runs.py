@@ -32,35 +32,41 @@ from early_warning import score_run  # noqa: E402
 from label_rule import label_run  # noqa: E402
 from score_simulated import diagnose_log, onset_part, table, tally  # noqa: E402
 
-STEPS, WARMSTART, EVERY = 300, 60, 10
-LRS = tuple(float(x) for x in np.geomspace(1.0, 5.0, 6))
-MUS, K_REFS, SEEDS = (0.0, 0.9), (1, 4), (0, 1, 2, 3)
+WARMSTART, EVERY = 60, 10
+MUS = (0.0, 0.9)
+FAMILIES = {  # lm_rule.md: the first family, and the second aimed at late collapses
+    "main": dict(steps=300, lrs=tuple(float(x) for x in np.geomspace(1.0, 5.0, 6)), k_refs=(1, 4), seeds=(0, 1, 2, 3),
+                 suffix=""),
+    "late": dict(steps=500, lrs=tuple(float(x) for x in np.geomspace(1.5, 4.0, 4)), k_refs=(4,),
+                 seeds=tuple(range(20, 28)), suffix="_late"),
+}
 
 
-def grid(quick: bool):
+def grid(quick: bool, family: str = "main"):
     from grpojax.grpo import Member
 
+    f = FAMILIES[family]
     if quick:
         cells = [(lr, mu, 1, 0) for lr in (1.0, 5.0) for mu in MUS] + [(lr, 0.9, 4, 1) for lr in (1.0, 2.0, 3.0, 5.0)]
     else:
-        cells = [(lr, mu, k, s) for mu in MUS for k in K_REFS for lr in LRS for s in SEEDS]
+        cells = [(lr, mu, k, s) for mu in MUS for k in f["k_refs"] for lr in f["lrs"] for s in f["seeds"]]
     return [Member(lr=lr, momentum=mu, k_ref=k, beta=0.0, clip_eps=0.2, seed=s,
                    name=f"lr{lr:.3f}-mu{mu:g}-k{k}-s{s}") for lr, mu, k, s in cells]
 
 
-def train(folder: pathlib.Path, quick: bool):
+def train(folder: pathlib.Path, quick: bool, family: str = "main"):
     import transformer_atlas as atlas
 
     from grpojax.grpo import train_population
 
-    steps = 60 if quick else STEPS
+    steps = 60 if quick else FAMILIES[family]["steps"]
     cfg = atlas.make_config(1, steps=steps, warmstart=30 if quick else WARMSTART)
-    members = grid(quick)
+    members = grid(quick, family)
     res = train_population(cfg, members, folder / "pop", kl_reference="initial", chunk=20, show_progress=True)
     return members, res.wall_s
 
 
-def figure(rows: list[dict], logs: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+def figure(rows: list[dict], logs: pathlib.Path, out: pathlib.Path, suffix: str = "") -> pathlib.Path:
     """Six runs' reward curves: the first three labelled collapses the finding detected (its onset and the
     first precursor's step marked), then the first three flagged controls (falls from the warm start's level
     the label rule does not call collapses) -- what the tables count, drawn."""
@@ -97,9 +103,25 @@ def figure(rows: list[dict], logs: pathlib.Path, out: pathlib.Path) -> pathlib.P
     fig.suptitle("Tiny-LM GRPO runs: detected collapses (top) and flagged controls (bottom); green: first "
                  "precursor's series", fontsize=9)
     fig.tight_layout()
-    path = save_figure(fig, out / "results_lm.png", dpi=110)
+    path = save_figure(fig, out / f"results_lm{suffix}.png", dpi=110)
     plt.close(fig)
     return path
+
+
+def _collapse_lines(rows: list[dict], warn: list[dict]) -> list[str]:
+    """One table row per labelled collapse: its onset, the part of the run, t_half, the first counted alert
+    within the quarter of the run before t_half and the lead (a miss: none)."""
+    out = []
+    for r, w in zip(rows, warn):
+        if r["label"] != "collapse":
+            continue
+        if w["lead"] is None:
+            alert, lead = "-", "miss"
+        else:
+            alert, lead = f"step {w['t_half'] - w['lead'] * w['span'] / 100:.0f}", f"{w['lead']:.1f}"
+        out.append(f"| {w['run']} | {r['label_onset']:g} | {r['part']} | {w['t_half']:g} | {alert} | {lead} | "
+                   f"{r['detected']} |")
+    return out
 
 
 def main(argv=None) -> int:
@@ -107,6 +129,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="8 runs of 60 steps (a smoke run)")
     ap.add_argument("--out", type=pathlib.Path, default=HERE, help="folder for results_lm.{md,json}")
     ap.add_argument("--keep-logs", type=pathlib.Path, default=None, help="keep the run logs here")
+    ap.add_argument("--family", choices=sorted(FAMILIES), default="main",
+                    help="main: the 96 runs of lm_rule.md; late: the 64 runs aimed at late collapses")
     args = ap.parse_args(argv)
     tmp = None
     if args.keep_logs is None:
@@ -117,7 +141,8 @@ def main(argv=None) -> int:
         folder.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
     t0, c0 = time.perf_counter(), time.process_time()
-    members, train_wall = train(folder, args.quick)
+    members, train_wall = train(folder, args.quick, args.family)
+    suffix = FAMILIES[args.family]["suffix"]
     rows, warn = [], []
     from grpojax.logs import read_log
 
@@ -155,7 +180,8 @@ def main(argv=None) -> int:
     load1 = os.getloadavg()
     lead = "-" if ew["median_lead_pct"] is None else f"{ew['median_lead_pct']:.1f}"
     rate = "-" if ew["per_1000"] is None else f"{ew['per_1000']:.2f}"
-    head = (f"Command: `python benchmarks/collapse/{pathlib.Path(__file__).name}{' --quick' if args.quick else ''}`. "
+    flags = (" --quick" if args.quick else "") + (f" --family {args.family}" if args.family != "main" else "")
+    head = (f"Command: `python benchmarks/collapse/{pathlib.Path(__file__).name}{flags}`. "
             f"Runs, labels and scores: `lm_rule.md` (committed before the runs). {len(rows)} runs; population "
             f"training {train_wall:.0f} s wall; whole script {wall:.0f} s wall, {cpu:.0f} s CPU; load average "
             f"{load0[0]:.1f} before, {load1[0]:.1f} after (2 shared cores).")
@@ -167,14 +193,19 @@ def main(argv=None) -> int:
           "false alarms | per 1,000 steps |", "|---|---|---|---|---|---|---|",
           f"| {ew['collapses']} | {ew['warned']} | {lead} | {ew['controls']} | {ew['control_steps']:.0f} | "
           f"{ew['false_alarms']} | {rate} |",
+          "", "Each collapse: labelled onset (where in the run), `t_half`, the first warning or critical alert in the "
+          "quarter of the run before `t_half`, and the lead:", "",
+          "| run | labelled onset | part of the run | t_half | first counted alert | lead (% of run) | detected |",
+          "|---|---|---|---|---|---|---|",
+          *_collapse_lines(rows, warn),
           "", "First precursor of each detected collapse: " + (", ".join(f"{k} {v}" for k, v in sorted(firsts.items()))
                                                              or "none detected"), ""]
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results_lm.md").write_text("\n".join(md))
-    (args.out / "results_lm.json").write_text(json.dumps(dict(rows=rows, early_warning=ew, warn=warn, by_cell=by_cell,
+    (args.out / f"results_lm{suffix}.md").write_text("\n".join(md))
+    (args.out / f"results_lm{suffix}.json").write_text(json.dumps(dict(rows=rows, early_warning=ew, warn=warn, by_cell=by_cell,
                                                               by_part=by_part, first_precursor=firsts), indent=1,
                                                          default=float))
-    figure(rows, folder, args.out)
+    figure(rows, folder, args.out, suffix)
     print("\n".join(md))
     if tmp is not None:
         tmp.cleanup()
