@@ -26,9 +26,9 @@ level** is looked for instead: at a point ``k`` the held level ``L`` is the mean
 before it (the smoothing window), the highest level so far (within 10 % of ``L`` or the running peak's
 noise height), at least ``collapse_rise_sd`` noise sd above 0; the mean of the up to ``w`` points from
 ``k`` is below ``L`` by ``collapse_rise_sd`` times the noise of the two means; the point at ``k`` has lost a
-quarter of ``L``, the moving average of the points from ``k`` on (without the points before it, which would blur the
-fall) reaches ``(1 - collapse_drop_fraction) L`` within ``collapse_window`` of the run, and the late mean
-stays there. The fraction lost is then of the level, measured from 0.
+quarter of ``L``; the moving average of the points from ``k`` on (without the points before it, which
+would blur the fall) reaches ``(1 - collapse_drop_fraction) L`` within ``collapse_window`` of the run; and
+the late mean stays there. The fraction lost is then of the level, measured from 0.
 
 What it reports: the **onset** (the first logged step of the fall: the point after the last one, between
 the peak and the point where half of the rise is lost, whose raw value was within a quarter of the rise
@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from grpojax.diagnose._config import DiagnoseConfig
+from grpojax.diagnose._config import DEFAULT_CONFIG, DiagnoseConfig
 from grpojax.diagnose._events import Event, SeriesEvents, noise_sd
 from grpojax.diagnose._stats import centred_mean, clip_window, edge_windows, initial_window
 from grpojax.diagnose._types import Evidence, ModeResult, finish_result, make_evidence
@@ -136,7 +136,8 @@ def _find(s: np.ndarray, y: np.ndarray, cfg: DiagnoseConfig) -> dict[str, Any]:
     win = max(2, math.ceil(cfg.collapse_window * n))
     _, late = edge_windows(n, cfg.edge_fraction, cfg.min_window_points)
     late_mean = float(np.mean(y[late]))
-    best: dict[str, Any] = {"found": False, "lost": float("nan"), "sigma": sigma, "smooth": sm}
+    best: dict[str, Any] = {"found": False, "lost": float("nan"), "sigma": sigma, "smooth": sm, "w": w,
+                            "near_peak": near_peak, "late_mean": late_mean}
     # a rise out of the noise of what measures it: the running peak of the smoothed curve sits near_peak above
     # its level by chance, and the start (a median of m points) and the peak (a mean of w) are noisy themselves
     m0 = initial_window(n, cfg).stop
@@ -189,13 +190,10 @@ def _find_from_start(s: np.ndarray, y: np.ndarray, cfg: DiagnoseConfig, rise_pas
     """A fall from the level held just before it, measured from the floor 0 (a curve that never goes below
     0 and logged no rise before its fall); the keys of :func:`_find`, with ``from_start`` set."""
     n = y.size
-    sm, sigma = rise_pass["smooth"], rise_pass["sigma"]
-    w = clip_window(n, 0.05, 3, 10)
-    near_peak = math.sqrt(2.0 * math.log(max(n / w, 2.0))) * sigma / math.sqrt(w)
+    sm, sigma, w, near_peak = rise_pass["smooth"], rise_pass["sigma"], rise_pass["w"], rise_pass["near_peak"]
+    late_mean = rise_pass["late_mean"]
     frac = cfg.collapse_drop_fraction
     win = max(2, math.ceil(cfg.collapse_window * n))
-    _, late = edge_windows(n, cfg.edge_fraction, cfg.min_window_points)
-    late_mean = float(np.mean(y[late]))
     ks = np.arange(1, n - 2)  # at least 2 points follow the onset
     if ks.size == 0:
         return rise_pass
@@ -326,11 +324,10 @@ def collapse_onset(steps, values, cfg: DiagnoseConfig | None = None) -> float | 
       The first logged step of the fall, or None when the curve holds no collapse or has fewer than
       ``cfg.min_points`` finite points.
     """
-    from grpojax.diagnose._config import DEFAULT_CONFIG  # noqa: PLC0415
-
+    cfg = DEFAULT_CONFIG if cfg is None else cfg
     s, y = np.asarray(steps, float), np.asarray(values, float)
     keep = np.isfinite(s) & np.isfinite(y)
-    if np.count_nonzero(keep) < (cfg or DEFAULT_CONFIG).min_points:  # too short for the finding: it says nothing
+    if np.count_nonzero(keep) < cfg.min_points:  # too short for the finding: it says nothing
         return None
-    res = detect_collapse(RunLog.from_columns({"reward_mean": y[keep]}, steps=s[keep]), cfg or DEFAULT_CONFIG, {})
+    res = detect_collapse(RunLog.from_columns({"reward_mean": y[keep]}, steps=s[keep]), cfg, {})
     return float(res.panel_data["onset"]) if res.detected else None
