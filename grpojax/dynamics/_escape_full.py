@@ -64,6 +64,13 @@ although the mean update is stable (:func:`growth_stationary`). The exits are st
 with these exact moments, an approximation here: the law of e is then a scale mixture of normals, with heavier
 tails than the normal of the same covariance.
 
+The exact first passage (:func:`escape_simulated`). The Gaussian of the exact moments and the Poisson count of its
+exits are two approximations; the first passage of the recurrence itself needs neither: simulate ``paths`` paths
+of the same update, each path's noise drawn at its own displacement, Σ_step (1 + c eₜᵀ M eₜ), and count the paths
+whose displacement is outside the basin at some step 1..T. Its only error is the binomial one of the count,
+√(P (1 − P) / paths). The draws of a path are the same for every call with the same ``seed`` (common random
+numbers across η).
+
 Host computation in NumPy float64; ``k_ref`` and ``steps`` are scalars, ``eta`` and ``mu`` scalars.
 """
 
@@ -82,8 +89,8 @@ _BATCH = 1 << 16  # displacements handed to ``outside`` per call (at most, and a
 _CHUNK_STEPS = 50  # steps per call at most (the count stops once the cumulative hazard passes _SATURATED)
 _SATURATED = 40.0  # cumulative hazard beyond which P(escape) = 1 − e^−40 is 1 to double precision
 
-__all__ = ["FullEscape", "GrowthStationary", "displacement_moments", "escape_full", "growth_stationary",
-           "invariant_subspace", "stationary_displacement"]
+__all__ = ["FullEscape", "GrowthStationary", "SimulatedEscape", "displacement_moments", "escape_full",
+           "escape_simulated", "growth_stationary", "invariant_subspace", "stationary_displacement"]
 
 
 class FullEscape(NamedTuple):
@@ -419,3 +426,107 @@ def escape_full(
     total = float(np.sum(hazard))
     return FullEscape(probability=float(-np.expm1(-total)), expected_exits=float(np.sum(q)), exits=q,
                       mean_square=np.trace(cov, axis1=1, axis2=2), covariance=cov[-1], radius=radius, gain=gain)
+
+
+class SimulatedEscape(NamedTuple):
+    """P(escape within T steps) of the recurrence itself, by direct simulation of its first passage.
+
+    Attributes:
+        probability: fraction of the paths whose displacement was outside the basin at some step 1..T.
+        standard_error: binomial standard error of ``probability``, √(max(P (1 − P), 1 / paths) / paths).
+        paths: number of simulated paths.
+        first_exit: per path the first step t (1..T) with e_t outside, 0 for a path that stayed inside, shape (paths,).
+        displacement: per path the displacement at step T, or at its first exit for a path that left, shape (paths, n).
+    """
+
+    probability: float
+    standard_error: float
+    paths: int
+    first_exit: np.ndarray
+    displacement: np.ndarray
+
+
+def escape_simulated(
+    k_instant,
+    k_stale,
+    noise_cov,
+    eta: float,
+    mu: float,
+    k_ref: int,
+    steps: int,
+    outside: Callable[[np.ndarray], np.ndarray],
+    *,
+    paths: int = 2000,
+    seed: int = 0,
+    noise_growth: float = 0.0,
+    growth_metric=None,
+    start=None,
+) -> SimulatedEscape:
+    """P(the displacement leaves the basin within ``steps``): the first passage of the noisy linearised update,
+    simulated path by path (module notes), with no Gaussian approximation and no Poisson counting.
+
+    Every path follows e_{t+1} = (1 + μ) e_t − μ e_{t−1} − η (K_0 e_t + K_d s_t + ξ_t), s_t the displacement at the
+    last refresh (t ≡ 0 mod K_ref, before the step), ξ_t = √(1 + c e_tᵀ M e_t) Σ_step^½ z_t with z_t standard normal:
+    given the path's past, ξ_t ~ N(0, Σ_step (1 + c e_tᵀ M e_t)). A path has left at the first step t ≥ 1 where
+    ``outside(e_t)`` is True or e_t is not finite (the update overflowed); it is not followed after that.
+
+    Args:
+        k_instant, k_stale, noise_cov, eta, mu, k_ref, steps, noise_growth, growth_metric: as in
+            :func:`displacement_moments`.
+        outside: ``outside(e)`` for displacements e of shape (m, n) returns a boolean array (m,), True outside the
+            basin (only finite displacements are passed).
+        paths: number of simulated paths.
+        seed: seed of the standard normal draws; path i gets the same draws at every call with the same seed and
+            ``paths``, whatever η (common random numbers).
+        start: the displacement at step 0, shape (n,) (at rest: e_{−1} = e_0); θ* (zero) when None.
+
+    Returns:
+        :class:`SimulatedEscape`.
+    """
+    if outside is None or not callable(outside):
+        raise InvalidValueError(f"outside must be a predicate on displacements (a callable), got {outside!r}")
+    _, _, _, n, k_ref, steps = _prepare(k_instant, k_stale, noise_cov, eta, mu, k_ref, steps)
+    k0, kd, cov = _check_matrices(k_instant, k_stale, noise_cov)
+    c, M = _check_growth(noise_growth, growth_metric, n)
+    paths = _check_int("paths", paths, 1)
+    eta, mu = float(eta), float(mu)
+    if start is None:
+        e0 = np.zeros(n)
+    else:
+        e0 = np.asarray(start, np.float64)
+        if e0.shape != (n,) or not np.all(np.isfinite(e0)):
+            raise InvalidValueError(f"start must be a finite displacement of shape ({n},), got shape {e0.shape}")
+    L = _factor(cov[None])[0]
+    rng = np.random.default_rng(seed)
+    e = np.tile(e0, (paths, 1))
+    e_prev = e.copy()
+    s = e.copy()
+    first = np.zeros(paths, np.int64)
+    final = e.copy()
+    active = np.arange(paths)  # paths still inside
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(steps):
+            z = rng.standard_normal((paths, n))[active]  # drawn for every path: common random numbers across calls
+            if t % k_ref == 0:
+                s = e.copy()
+            xi = z @ L.T
+            if c > 0:
+                xi *= np.sqrt(1.0 + c * np.einsum("pi,ij,pj->p", e, M, e))[:, None]
+            e_next = (1.0 + mu) * e - mu * e_prev - eta * (e @ k0.T + s @ kd.T + xi)
+            finite = np.all(np.isfinite(e_next), axis=1)
+            out = ~finite
+            if finite.any():
+                out[finite] = np.asarray(outside(e_next[finite]), bool).reshape(-1)
+            if out.any():
+                idx = active[out]
+                first[idx] = t + 1
+                final[idx] = e_next[out]
+                keep = ~out
+                active, e, e_prev, s, e_next = active[keep], e[keep], e_prev[keep], s[keep], e_next[keep]
+            if active.size == 0:
+                break
+            e_prev, e = e, e_next
+    final[active] = e
+    p = float(np.mean(first > 0))
+    return SimulatedEscape(probability=p, standard_error=math.sqrt(max(p * (1.0 - p), 1.0 / paths) / paths),
+                           paths=paths, first_exit=first, displacement=final)
