@@ -511,7 +511,7 @@ def escape_simulated(
                 s = e.copy()
             xi = z @ L.T
             if c > 0:
-                xi *= np.sqrt(1.0 + c * np.einsum("pi,ij,pj->p", e, M, e))[:, None]
+                xi *= np.sqrt(1.0 + c * np.sum((e @ M) * e, axis=1))[:, None]
             e_next = (1.0 + mu) * e - mu * e_prev - eta * (e @ k0.T + s @ kd.T + xi)
             finite = np.all(np.isfinite(e_next), axis=1)
             out = ~finite
