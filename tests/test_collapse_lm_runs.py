@@ -1,0 +1,53 @@
+"""The pieces of benchmarks/collapse/lm_runs.py and speed.py that do not train: the grids fixed in lm_rule.md,
+the per-collapse lead rows, and the plain-JSONL copy of a log that both command lines read."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks" / "collapse"))
+
+import lm_runs as L  # noqa: E402
+import speed  # noqa: E402
+
+
+@pytest.mark.parametrize("family,n,seeds", [("main", 96, {0, 1, 2, 3}), ("late", 64, set(range(20, 28)))])
+def test_the_grids_are_those_fixed_before_the_runs(family, n, seeds):
+    members = L.grid(False, family)
+    assert len(members) == n and len({m.name for m in members}) == n
+    assert {m.seed for m in members} == seeds and all(m.beta == 0.0 and m.clip_eps == 0.2 for m in members)
+    lrs = sorted({m.lr for m in members})
+    lo, hi = (1.0, 5.0) if family == "main" else (1.5, 4.0)
+    assert lrs[0] == pytest.approx(lo) and lrs[-1] == pytest.approx(hi)
+    assert set(L.grid(False, "main")).isdisjoint(L.grid(False, "late"))  # new seeds: no run repeated
+
+
+def test_each_collapse_gets_its_lead_or_a_miss():
+    rows = [dict(label="collapse", label_onset=405.0, part="after 25 %", detected=True),
+            dict(label="control", label_onset=None, part="-", detected=True),
+            dict(label="collapse", label_onset=25.0, part="first 5 %", detected=False)]
+    warn = [dict(run="a", t_half=429.0, lead=6.4, span=500.0), dict(run="b", t_half=None, lead=None, span=500.0),
+            dict(run="c", t_half=29.0, lead=None, span=500.0)]
+    lines = L._collapse_lines(rows, warn)
+    assert lines == ["| a | 405 | after 25 % | 429 | step 397 | 6.4 | True |",
+                     "| c | 25 | first 5 % | 29 | - | miss | False |"]
+
+
+def test_the_plain_jsonl_copy_reads_back_as_the_same_log(tmp_path):
+    from grpojax.logs import read_log
+
+    run = speed.log_1000()
+    path = tmp_path / "speed.jsonl"
+    speed.write_jsonl(run, path)
+    back = read_log(path)
+    np.testing.assert_array_equal(back.steps, run.steps)
+    for col in ("reward_mean", "eval_reward", "entropy", "grad_norm"):
+        s0, y0 = run.series(col)
+        s1, y1 = back.series(col)
+        np.testing.assert_array_equal(s1, s0)
+        np.testing.assert_allclose(y1, y0, rtol=1e-12)
