@@ -164,17 +164,11 @@ def _window_forecasts(runs, args, key):
         raise CLIError(f"--window must be in (0, 1 - prefix] = (0, {1.0 - args.prefix:g}], got {args.window}")
     curves = [r.series(args.metric) for r in runs]
     bounds = args.bounds  # None: the library's default, the metric's known range (accuracies: [0, 1])
-    onsets = []  # a collapse the prefix already holds: the forecast starts from the level after it
-    for steps, y in curves:
-        steps, y = np.asarray(steps, float), np.asarray(y, float)
-        ok = np.isfinite(steps) & np.isfinite(y)
-        s_ok, y_ok = steps[ok], y[ok]
-        pre = s_ok <= (s_ok[0] + args.prefix * (s_ok[-1] - s_ok[0]) if s_ok.size else 0.0)  # the forecast's prefix
-        onsets.append(collapse_onset(s_ok[pre], y_ok[pre]))
     fcs = forecast_windows(curves, prefix=args.prefix, window=args.window, method=args.forecast_method,
                            metric=args.metric, key=key, bounds=bounds,
                            show_progress=sys.stderr.isatty(), collapse_hazard=args.collapse_hazard,
-                           collapse_mixture=args.collapse_mixture, collapse_onsets=onsets)
+                           collapse_mixture=args.collapse_mixture,
+                           collapse_onsets=collapse_onset)  # a collapse the prefix holds: forecast from after it
     observed = []
     for (steps, y), wf in zip(curves, fcs):
         m = (steps >= wf.window[0]) & (steps <= wf.window[1]) & np.isfinite(y)

@@ -430,7 +430,9 @@ def forecast_windows(curves, *, prefix: float, window: float = FORECAST_WINDOW, 
     Args:
         curves: sequence of runs or ``(steps, values)`` pairs.
         end_steps: None, or one planned last step per curve (None entries: the last logged step).
-        collapse_onsets: None, or one ``collapse_onset`` per curve (None entries: none).
+        collapse_onsets: None, one ``collapse_onset`` per curve (None entries: none), or a function
+            ``f(prefix_steps, prefix_values) -> onset or None`` applied to each curve's prefix as this function
+            splits it (e.g. :func:`grpojax.diagnose.collapse_onset`).
         Other arguments: as :func:`forecast_window`.
 
     Returns:
@@ -451,7 +453,8 @@ def forecast_windows(curves, *, prefix: float, window: float = FORECAST_WINDOW, 
     end_steps = [None] * len(curves) if end_steps is None else list(end_steps)
     if len(end_steps) != len(curves):
         raise InvalidValueError(f"end_steps must have one entry per curve ({len(curves)}), got {len(end_steps)}")
-    onsets = [None] * len(curves) if collapse_onsets is None else list(collapse_onsets)
+    find_onset = collapse_onsets if callable(collapse_onsets) else None
+    onsets = [None] * len(curves) if collapse_onsets is None or find_onset else list(collapse_onsets)
     if len(onsets) != len(curves):
         raise InvalidValueError(f"collapse_onsets must have one entry per curve ({len(curves)}), got {len(onsets)}")
     seeds = _key_seed(SEED if key is None else key).spawn(len(curves) + 1)  # NumPy streams: nothing to compile
@@ -466,7 +469,7 @@ def forecast_windows(curves, *, prefix: float, window: float = FORECAST_WINDOW, 
     for i, (sp, yp, w, _, n_w) in enumerate(parts):
         params, band, ess, p_variant = {}, None, float("nan"), {}
         extra = {}
-        onset = _check_onset(onsets[i], sp)
+        onset = _check_onset(find_onset(sp, yp) if find_onset else onsets[i], sp)
         if method == "creep":
             point, lo, hi, status, band = _creep_from_posterior(post, i, sp, yp, w, n_w, level, keys[i], onset)
             params, ess = _summaries(post, i, level), float(post.ess[i])
@@ -570,7 +573,7 @@ def forecast_window(run_or_curve, *, prefix: float, window: float = FORECAST_WIN
                     method: str = FORECAST_METHOD, metric: str = "reward_mean", end_step: float | None = None, key=None,
                     bounds=None,
                     calibration=None, collapse_hazard=None, collapse_mixture: bool | None = None,
-                    collapse_onset: float | None = None) -> WindowForecast:
+                    collapse_onset=None) -> WindowForecast:
     """Forecast the mean reward over the final ``window`` of a run from its first ``prefix``.
 
     The run spans ``[first step, end_step]`` (``end_step`` defaults to the last logged step: pass the
@@ -602,12 +605,12 @@ def forecast_window(run_or_curve, *, prefix: float, window: float = FORECAST_WIN
             :class:`grpojax.fit._collapse_hazard.CollapseHazard`, or a rate per unit of run fraction (a
             number ``>= 0``; 0: ``p_collapse`` is 0 and the forecast is the one without the collapse branch).
         collapse_mixture: mix the collapse branch into the predictive distribution (None: :data:`COLLAPSE_MIXTURE`).
-        collapse_onset: the step at which a collapse the prefix already holds began, or None. ``"combined"``
-            and ``"creep"`` then forecast from the level after it (status ``"collapse"``); the other methods
-            only report it. This package does not look for one (the detectors build on it): ``grpojax fit
-            --prefix`` passes the onset the collapse finding of :func:`grpojax.diagnose.diagnose` reports on
-            the prefix (``diagnose({"step": steps, "reward_mean": values})["collapse"]``, its
-            ``panel_data["onset"]`` when ``detected``); do the same from Python for the same forecast.
+        collapse_onset: the step at which a collapse the prefix already holds began, or None; or a function
+            ``f(prefix_steps, prefix_values) -> onset or None`` applied to the prefix as this function splits
+            it. ``"combined"`` and ``"creep"`` then forecast from the level after it (status ``"collapse"``);
+            the other methods only report it. This package does not look for one (the detectors build on it):
+            ``grpojax fit --prefix`` and ``grpojax watch`` pass :func:`grpojax.diagnose.collapse_onset`, the
+            collapse finding on the prefix; pass it too from Python for the same forecast.
 
     Returns:
         :class:`WindowForecast`; ``str()`` of it is one line of text.
@@ -619,4 +622,4 @@ def forecast_window(run_or_curve, *, prefix: float, window: float = FORECAST_WIN
     return forecast_windows([run_or_curve], prefix=prefix, window=window, level=level, method=method, metric=metric,
                             end_steps=[end_step], key=key, bounds=bounds, calibration=calibration,
                             collapse_hazard=collapse_hazard, collapse_mixture=collapse_mixture,
-                            collapse_onsets=[collapse_onset])[0]
+                            collapse_onsets=collapse_onset if callable(collapse_onset) else [collapse_onset])[0]

@@ -246,7 +246,7 @@ def _forecast(run, s, y, hp, config):
     # a collapse the run already holds: the forecast starts from the level after it (as fit --prefix does)
     f = forecast_window((s, y), prefix=prefix, window=window, level=config.level, method=config.method,
                         end_step=end, bounds=config.bounds if config.bounds is not None else metric_bounds(config.metric),
-                        collapse_onset=collapse_onset(s, y))
+                        collapse_onset=collapse_onset)
     out = dict(mean=f.mean, lo=f.lo, hi=f.hi, level=f.level, method=f.method, status=f.status,
                window=list(f.window), prefix_end=f.prefix_end, end_step=end, plateau=None, time_to_plateau=None,
                fast_rate=None, at_step=last, n_points=int(s.size), collapse_onset=f.collapse_onset,
