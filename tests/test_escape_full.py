@@ -4,35 +4,28 @@ the one-direction model, the stationary covariance, the invariant subspace, and 
 import numpy as np
 import pytest
 
+from _linear_update import linear_instance
 from grpojax._errors import InvalidValueError
 from grpojax.dynamics._escape import escape_probability
 from grpojax.dynamics._escape_full import (displacement_moments, escape_full, growth_stationary, invariant_subspace,
                                            stationary_displacement)
 
 
-def _instance(n=4, seed=0):
-    rng = np.random.default_rng(seed)
-    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
-    k0 = Q @ np.diag(np.linspace(0.2, 1.0, n)) @ Q.T + 0.05 * rng.standard_normal((n, n))
-    kd = 0.2 * rng.standard_normal((n, n))
-    L = rng.standard_normal((n, n))
-    cov = 0.1 * L @ L.T / n
-    return k0, kd, cov
-
-
-def _simulate(k0, kd, cov, eta, mu, k_ref, steps, paths, seed=1):
-    """The recurrence written out directly, vectorised over paths: heavy ball on the linear gradient."""
+def _simulate(k0, kd, cov, eta, mu, k_ref, steps, paths, c=0.0, M=None, seed=1):
+    """The recurrence written out directly, vectorised over paths: heavy ball on the linear gradient, the step's
+    noise Σ^½ z scaled by sqrt(1 + c eᵀ M e) at the displacement before the step (c = 0: additive)."""
     rng = np.random.default_rng(seed)
     n = k0.shape[0]
     L = np.linalg.cholesky(cov)
-    e = np.zeros((paths, n))
-    m = np.zeros((paths, n))
-    s = np.zeros((paths, n))
+    e, m, s = np.zeros((paths, n)), np.zeros((paths, n)), np.zeros((paths, n))
     prev = None
     for t in range(steps):
         if t % k_ref == 0:
             s = e.copy()
-        g = e @ k0.T + s @ kd.T + rng.standard_normal((paths, n)) @ L.T
+        noise = rng.standard_normal((paths, n)) @ L.T
+        if c:
+            noise *= np.sqrt(1.0 + c * np.einsum("pi,ij,pj->p", e, M, e))[:, None]
+        g = e @ k0.T + s @ kd.T + noise
         m = mu * m + g
         prev = e
         e = e - eta * m
@@ -41,7 +34,7 @@ def _simulate(k0, kd, cov, eta, mu, k_ref, steps, paths, seed=1):
 
 @pytest.mark.parametrize("mu,k_ref", [(0.0, 1), (0.6, 3)])
 def test_covariance_matches_simulation_of_the_recurrence(mu, k_ref):
-    k0, kd, cov = _instance()
+    k0, kd, cov = linear_instance()
     eta, steps, paths = 0.3, 25, 20000
     P, lag1 = displacement_moments(k0, kd, cov, eta, mu, k_ref, steps)
     e, prev = _simulate(k0, kd, cov, eta, mu, k_ref, steps, paths)
@@ -83,7 +76,7 @@ def test_monte_carlo_exits_match_the_exact_ones_in_one_dimension():
 
 
 def test_stationary_covariance_is_the_limit_of_the_iterated_one():
-    k0, kd, cov = _instance(n=3, seed=2)
+    k0, kd, cov = linear_instance(n=3, seed=2)
     eta, mu, k_ref = 0.4, 0.3, 2
     Pst, radius = stationary_displacement(k0, kd, cov, eta, mu, k_ref)
     assert radius < 1
@@ -109,7 +102,7 @@ def test_invariant_subspace_gives_the_same_law():
 
 
 def test_bad_input_is_refused():
-    k0, kd, cov = _instance(n=2)
+    k0, kd, cov = linear_instance(n=2)
     with pytest.raises(InvalidValueError, match="noise_cov must be positive semi-definite"):
         displacement_moments(k0, kd, -cov, 0.1, 0.0, 1, 5)
     with pytest.raises(InvalidValueError, match="same size"):
@@ -127,28 +120,9 @@ def test_bad_input_is_refused():
 # noise that grows with the state: Σ(e) = Σ (1 + c eᵀ M e)
 
 
-def _simulate_growth(k0, kd, cov, eta, mu, k_ref, steps, paths, c, M, seed=5):
-    """The recurrence with state-dependent noise written out directly: the step's noise is Σ^½ z scaled by
-    sqrt(1 + c eᵀ M e) at the displacement before the step."""
-    rng = np.random.default_rng(seed)
-    n = k0.shape[0]
-    L = np.linalg.cholesky(cov)
-    e, m, s = np.zeros((paths, n)), np.zeros((paths, n)), np.zeros((paths, n))
-    prev = None
-    for t in range(steps):
-        if t % k_ref == 0:
-            s = e.copy()
-        scale = np.sqrt(1.0 + c * np.einsum("pi,ij,pj->p", e, M, e))
-        g = e @ k0.T + s @ kd.T + scale[:, None] * (rng.standard_normal((paths, n)) @ L.T)
-        m = mu * m + g
-        prev = e
-        e = e - eta * m
-    return e, prev
-
-
 @pytest.mark.parametrize("mu,k_ref", [(0.0, 1), (0.6, 3)])
 def test_growth_covariance_matches_simulation_of_the_recurrence(mu, k_ref):
-    k0, kd, cov = _instance()
+    k0, kd, cov = linear_instance()
     rng = np.random.default_rng(7)
     B = rng.standard_normal((4, 4))
     M = B @ B.T / 4
@@ -156,7 +130,7 @@ def test_growth_covariance_matches_simulation_of_the_recurrence(mu, k_ref):
     P0, _ = displacement_moments(k0, kd, cov, eta, mu, k_ref, steps)
     c = 0.6 / float(np.sum(M * P0[-1]))  # c q(e) about 0.6 at the additive model's spread
     P, lag1 = displacement_moments(k0, kd, cov, eta, mu, k_ref, steps, noise_growth=c, growth_metric=M)
-    e, prev = _simulate_growth(k0, kd, cov, eta, mu, k_ref, steps, paths, c, M)
+    e, prev = _simulate(k0, kd, cov, eta, mu, k_ref, steps, paths, c, M, seed=5)
     # standard error of each product moment from the simulated products themselves (the law is not normal)
     prod = e[:, :, None] * e[:, None, :]
     se = prod.std(0) / np.sqrt(paths)
@@ -168,7 +142,7 @@ def test_growth_covariance_matches_simulation_of_the_recurrence(mu, k_ref):
 
 
 def test_growth_zero_is_the_additive_model():
-    k0, kd, cov = _instance(n=3, seed=2)
+    k0, kd, cov = linear_instance(n=3, seed=2)
     P, lag = displacement_moments(k0, kd, cov, 0.4, 0.3, 2, 60)
     Pg, lagg = displacement_moments(k0, kd, cov, 0.4, 0.3, 2, 60, noise_growth=0.0, growth_metric=np.eye(3))
     np.testing.assert_array_equal(P, Pg)
@@ -199,7 +173,7 @@ def test_growth_in_one_dimension_reduces_to_the_one_direction_growth_model(eta, 
 
 
 def test_growth_gain_marks_where_the_spread_stops_being_bounded():
-    k0, kd, cov = _instance(n=3, seed=2)
+    k0, kd, cov = linear_instance(n=3, seed=2)
     eta, mu, k_ref = 0.4, 0.3, 2
     unit = growth_stationary(k0, kd, cov, eta, mu, k_ref, noise_growth=1.0)
     c_edge = 1.0 / unit.gain  # the gain is linear in c
@@ -213,7 +187,7 @@ def test_growth_gain_marks_where_the_spread_stops_being_bounded():
 
 
 def test_growth_bad_input_is_refused():
-    k0, kd, cov = _instance(n=2)
+    k0, kd, cov = linear_instance(n=2)
     with pytest.raises(InvalidValueError, match="noise_growth"):
         displacement_moments(k0, kd, cov, 0.1, 0.0, 1, 5, noise_growth=-1.0)
     with pytest.raises(InvalidValueError, match="growth_metric must be a square"):
@@ -237,7 +211,7 @@ def test_growth_monte_carlo_exits_match_the_exact_ones_in_one_dimension():
 
 
 def test_growth_past_the_edge_escapes_for_sure():
-    k0, kd, cov = _instance(n=3, seed=2)
+    k0, kd, cov = linear_instance(n=3, seed=2)
     eta, mu, k_ref = 0.4, 0.3, 2
     c = 3.0 / growth_stationary(k0, kd, cov, eta, mu, k_ref, noise_growth=1.0).gain  # gain 3
     width = 5 * np.sqrt(np.trace(stationary_displacement(k0, kd, cov, eta, mu, k_ref)[0]))

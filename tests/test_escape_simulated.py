@@ -9,18 +9,9 @@ import pytest
 from scipy.special import erf
 from scipy.stats import norm
 
+from _linear_update import linear_instance
 from grpojax._errors import InvalidValueError
 from grpojax.dynamics._escape_full import displacement_moments, escape_simulated
-
-
-def _instance(n=4, seed=0):
-    rng = np.random.default_rng(seed)
-    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
-    k0 = Q @ np.diag(np.linspace(0.2, 1.0, n)) @ Q.T + 0.05 * rng.standard_normal((n, n))
-    kd = 0.2 * rng.standard_normal((n, n))
-    L = rng.standard_normal((n, n))
-    cov = 0.1 * L @ L.T / n
-    return k0, kd, cov
 
 
 def _never(e):
@@ -97,7 +88,7 @@ def _first_passage_direct(k0, kd, cov, eta, mu, k_ref, steps, paths, width, c=0.
 
 @pytest.mark.parametrize("c,width", [(0.0, 1.2), (2.0, 1.8)])
 def test_first_passage_matches_a_direct_simulation_written_apart(c, width):
-    k0, kd, cov = _instance()
+    k0, kd, cov = linear_instance()
     eta, mu, k_ref, steps, paths = 0.3, 0.6, 3, 150, 3000
     M = np.diag([1.0, 0.5, 2.0, 1.0])
     direct = _first_passage_direct(k0, kd, cov, eta, mu, k_ref, steps, paths, width, c=c, M=M)
@@ -112,7 +103,7 @@ def test_first_passage_matches_a_direct_simulation_written_apart(c, width):
 
 
 def test_moments_of_the_simulated_paths_are_the_exact_ones_with_growth():
-    k0, kd, cov = _instance()
+    k0, kd, cov = linear_instance()
     rng = np.random.default_rng(7)
     B = rng.standard_normal((4, 4))
     M = B @ B.T / 4
@@ -132,7 +123,7 @@ def test_moments_of_the_simulated_paths_are_the_exact_ones_with_growth():
 
 def test_the_noise_given_the_state_has_the_grown_covariance():
     # one step from rest at e_0: e_1 = e_0 - eta (K_0 + K_d) e_0 - eta xi, xi ~ N(0, cov (1 + c e_0^T M e_0))
-    k0, kd, cov = _instance(n=3, seed=5)
+    k0, kd, cov = linear_instance(n=3, seed=5)
     M = np.diag([2.0, 1.0, 0.5])
     eta, c, paths = 0.2, 3.0, 40000
     for e0 in (np.zeros(3), np.array([0.4, -0.3, 0.8])):
@@ -151,7 +142,7 @@ def test_the_noise_given_the_state_has_the_grown_covariance():
 
 
 def test_same_seed_same_paths():
-    k0, kd, cov = _instance(n=2)
+    k0, kd, cov = linear_instance(n=2)
     out = lambda e: np.linalg.norm(e, axis=1) > 1.2  # noqa: E731
     a = escape_simulated(k0, kd, cov, 0.3, 0.5, 2, 60, out, paths=500, seed=9, noise_growth=1.0)
     b = escape_simulated(k0, kd, cov, 0.3, 0.5, 2, 60, out, paths=500, seed=9, noise_growth=1.0)
@@ -160,13 +151,13 @@ def test_same_seed_same_paths():
 
 
 def test_an_unstable_update_leaves_for_sure():
-    k0, kd, cov = _instance(n=2)
+    k0, kd, cov = linear_instance(n=2)
     est = escape_simulated(k0, kd, cov, 50.0, 0.0, 1, 400, lambda e: np.zeros(e.shape[0], bool), paths=50)
     assert est.probability == 1.0  # the update overflows: every path counts as gone
 
 
 def test_bad_input_is_refused():
-    k0, kd, cov = _instance(n=2)
+    k0, kd, cov = linear_instance(n=2)
     with pytest.raises(InvalidValueError, match="outside must be a predicate"):
         escape_simulated(k0, kd, cov, 0.1, 0.0, 1, 5, None)
     with pytest.raises(InvalidValueError, match="paths"):
