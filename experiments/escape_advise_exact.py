@@ -186,11 +186,9 @@ def write_markdown(out, pred, sc, gauss, wall, total, load0, load1, cmd):
         p = pc[c["cell"]]
         gc = (gauss or {}).get("cells", {}).get(c["cell"])
         gd = "-" if gc is None else f"{gc['advised_rel']:.3g}, {gc['unstable']}/{gc['n']} = {gc['rate']:.2f}"
-        flag = " **over**" if c["lower_over"] else (" over" if c["over"] else "")
         e05 = "> 0.8" if p["eta05_rel"] is None else f"{p['eta05_rel']:.3g}"
         lines.append(f"| {c['cell']} | {c['samples']} | {e05} | {c['advised_rel']:.3g} | {c['binding']} | "
-                     f"{c['unstable']}/{c['n']} = {c['rate']:.2f} [{c['lo']:.2f}, {c['hi']:.2f}]{flag} | {gd} | "
-                     f"{p['p_exact_at_gaussian_eta05']:.3f} |")
+                     f"{eaf.measured_cell(c)} | {gd} | {p['p_exact_at_gaussian_eta05']:.3f} |")
     (out / f"{NAME}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

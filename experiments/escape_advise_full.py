@@ -130,6 +130,13 @@ def score(pred, rows) -> dict:
                                    lower_over=sum(c["one_direction"]["lower_over"] for c in with_one)))
 
 
+def measured_cell(c: dict) -> str:
+    """A scored cell's measured rate with its 95% interval, marked ``over`` (rate above the level) or ``**over**``
+    (the interval's lower end above it)."""
+    flag = " **over**" if c["lower_over"] else (" over" if c["over"] else "")
+    return f"{c['unstable']}/{c['n']} = {c['rate']:.2f} [{c['lo']:.2f}, {c['hi']:.2f}]{flag}"
+
+
 def write_markdown(out, pred, sc, wall, total, load0, load1, cmd):
     L = pred["level"]
     lines = ["# An escape cap from the whole-displacement model with noise growth, tested on new seeds", "",
@@ -149,9 +156,8 @@ def write_markdown(out, pred, sc, wall, total, load0, load1, cmd):
     for c in sc["cells"]:
         o = c["one_direction"]
         od = "-" if o is None else f"{o['advised_rel']:.3g}, {o['unstable']}/{o['n']} = {o['rate']:.2f}"
-        flag = " **over**" if c["lower_over"] else (" over" if c["over"] else "")
         lines.append(f"| {c['cell']} | {c['samples']} | {c['advised_rel']:.3g} | {c['binding']} | "
-                     f"{c['unstable']}/{c['n']} = {c['rate']:.2f} [{c['lo']:.2f}, {c['hi']:.2f}]{flag} | {od} |")
+                     f"{measured_cell(c)} | {od} |")
     (out / f"{NAME}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -887,42 +887,46 @@ def first_passage_check(out: pathlib.Path, log=print):
     return rows
 
 
-def main(argv=None):
-    ap = experiment_parser(NAME, __doc__, quick_help="rule none, momentum 0.9, K_ref 1 and 4, 72 samples, 2 seeds")
-    ap.add_argument("--stage", choices=("all", "predict", "run", "explore"), default="all",
-                    help="predict: write predictions.json and stop; run: run against an existing predictions.json; "
-                         "explore: after the runs, the noise factor the model would need at the measured onsets")
-    ap.add_argument("--growth", action="store_true",
-                    help="the model with noise that grows with the state (its growth measured from the noise alone), "
-                         f"on seeds {GROWTH_SEEDS[0]}-{GROWTH_SEEDS[-1]}, beside the committed additive predictions")
-    args = parse_args(ap, argv)
-    out = args.out
-    if args.growth:
-        return main_growth(args)
-    if args.stage == "explore":
-        noise_needed(out)
-        first_passage_check(out)
-        return 0
-    t0 = time.perf_counter()
-    load0 = load_average()
+def _predictions(args, make, must_be=None):
+    """The stage's predictions: the committed ones (``run``; with ``must_be``, checked to be that experiment's),
+    or new ones from ``make(out, quick)`` (``predict``: written, then None, the stage is done; ``all``: written
+    and used)."""
     if args.stage == "run":
-        pred = committed_predictions(out, args.quick)
-    else:
-        pred = predict(out, args.quick)
-        print(f"wrote {out / 'predictions.json'}")
-        if args.stage == "predict":
-            return 0
+        pred = committed_predictions(args.out, args.quick)
+        if must_be is not None and pred.get("experiment") != must_be:
+            raise SystemExit(f"{args.out / 'predictions.json'} is not the growth model's (experiment "
+                             f"{pred.get('experiment')!r}); pass its folder with --out")
+        return pred
+    pred = make(args.out, args.quick)
+    print(f"wrote {args.out / 'predictions.json'}")
+    return None if args.stage == "predict" else pred
+
+
+def _run_and_report(args, pred, name, flags, t0, load0, claims_of, write_md):
+    """Run the predicted cells, score them, and write summary.json, runs.json, the page and the figure;
+    ``claims_of(res)`` states the claims from the scores."""
     measured, walls = run(pred)
     res = score(pred, measured)
     onsets = measured_onsets(pred, measured)
     var_rows = variance_check(pred, measured)
-    fig = figure(pred, measured, out)
+    fig = figure(pred, measured, args.out)
     total_s = time.perf_counter() - t0
     load1 = load_average()
-    cmd = f"python experiments/{NAME}.py" + (" --quick" if args.quick else "") + \
+    cmd = f"python experiments/{NAME}.py{flags}" + (" --quick" if args.quick else "") + \
         (f" --stage {args.stage}" if args.stage != "all" else "")
+    claims = claims_of(res)
+    write_summary(args.out, name, quick=args.quick, claims=claims, figures=[fig], scores=res, onsets=onsets,
+                  variance_check=var_rows, program_wall_s=walls, total_wall_s=total_s, load_before=load0,
+                  load_after=load1, command=cmd)
+    (args.out / "runs.json").write_text(json.dumps(measured, indent=0))
+    write_md(args.out, pred, res, onsets, var_rows, walls, total_s, load0, load1, cmd)
+    print_claims(claims)
+    return 0
+
+
+def _claims(res):
     a = res["all"]
-    claims = [Claim(
+    return [Claim(
         "The escape of a GRPO run from its plateau is decided by the whole displacement: the full-dimensional "
         "noisy linearised update (all parameters, the full gradient-noise covariance, the basin in total variation "
         "on the real network) predicts the measured regime on new runs",
@@ -932,43 +936,12 @@ def main(argv=None):
         f"{a['brier_star']:.3f} (eta*-only); momentum 0.9 at 72 samples: {res['momentum_72']['full']['cells_at_least_80']} "
         f"of {res['momentum_72']['full']['cells']} cells at >= 80%",
         "confirmed" if res["acceptance"]["met"] else ("partial" if a["brier_full"] < a["brier_star"] else "refuted"))]
-    write_summary(out, NAME, quick=args.quick, claims=claims, figures=[fig], scores=res, onsets=onsets,
-                  variance_check=var_rows, program_wall_s=walls, total_wall_s=total_s, load_before=load0,
-                  load_after=load1, command=cmd)
-    (out / "runs.json").write_text(json.dumps(measured, indent=0))
-    write_markdown(out, pred, res, onsets, var_rows, walls, total_s, load0, load1, cmd)
-    print_claims(claims)
-    return 0
 
 
-def main_growth(args):
-    out = args.out
-    if args.stage == "explore":
-        raise SystemExit("--stage explore is for the additive model; the growth model has predict, run and all")
-    t0 = time.perf_counter()
-    load0 = load_average()
-    if args.stage == "run":
-        pred = committed_predictions(out, args.quick)
-        if pred.get("experiment") != GROWTH_NAME:
-            raise SystemExit(f"{out / 'predictions.json'} is not the growth model's (experiment "
-                             f"{pred.get('experiment')!r}); pass its folder with --out")
-    else:
-        pred = predict_growth(out, args.quick)
-        print(f"wrote {out / 'predictions.json'}")
-        if args.stage == "predict":
-            return 0
-    measured, walls = run(pred)
-    res = score(pred, measured)
-    onsets = measured_onsets(pred, measured)
-    var_rows = variance_check(pred, measured)
-    fig = figure(pred, measured, out)
-    total_s = time.perf_counter() - t0
-    load1 = load_average()
-    cmd = f"python experiments/{NAME}.py --growth" + (" --quick" if args.quick else "") + \
-        (f" --stage {args.stage}" if args.stage != "all" else "")
+def _claims_growth(res):
     a = res["all"]
     m72 = res["momentum_72"]["full"]
-    claims = [Claim(
+    return [Claim(
         "With noise that grows with the displacement (its growth measured from the noise alone), the whole-"
         "displacement escape model predicts the measured regime on new runs: agreement outside +-25% of its onset "
         ">= 90% over all cells and >= 80% in every momentum-0.9 cell at 72 samples, Brier >= 30% below the "
@@ -979,13 +952,30 @@ def main_growth(args):
         f"{a['brier_one_growth']:.3f}, eta*-only {a['brier_star']:.3f}); momentum 0.9 at 72 samples: "
         f"{m72['cells_at_least_80']} of {m72['cells']} cells at >= 80% (lowest {_pct(m72['min_agreement'])})",
         "confirmed" if res["acceptance"]["met"] else ("partial" if a["brier_full"] < a["brier_one_growth"] else "refuted"))]
-    write_summary(out, GROWTH_NAME, quick=args.quick, claims=claims, figures=[fig], scores=res, onsets=onsets,
-                  variance_check=var_rows, program_wall_s=walls, total_wall_s=total_s, load_before=load0,
-                  load_after=load1, command=cmd)
-    (out / "runs.json").write_text(json.dumps(measured, indent=0))
-    write_markdown_growth(out, pred, res, onsets, var_rows, walls, total_s, load0, load1, cmd)
-    print_claims(claims)
-    return 0
+
+
+def main(argv=None):
+    ap = experiment_parser(NAME, __doc__, quick_help="rule none, momentum 0.9, K_ref 1 and 4, 72 samples, 2 seeds")
+    ap.add_argument("--stage", choices=("all", "predict", "run", "explore"), default="all",
+                    help="predict: write predictions.json and stop; run: run against an existing predictions.json; "
+                         "explore: after the runs, the noise factor the model would need at the measured onsets")
+    ap.add_argument("--growth", action="store_true",
+                    help="the model with noise that grows with the state (its growth measured from the noise alone), "
+                         f"on seeds {GROWTH_SEEDS[0]}-{GROWTH_SEEDS[-1]}, beside the committed additive predictions")
+    args = parse_args(ap, argv)
+    if args.stage == "explore":
+        if args.growth:
+            raise SystemExit("--stage explore is for the additive model; the growth model has predict, run and all")
+        noise_needed(args.out)
+        first_passage_check(args.out)
+        return 0
+    t0, load0 = time.perf_counter(), load_average()
+    if args.growth:
+        pred = _predictions(args, predict_growth, GROWTH_NAME)
+        return 0 if pred is None else _run_and_report(args, pred, GROWTH_NAME, " --growth", t0, load0,
+                                                      _claims_growth, write_markdown_growth)
+    pred = _predictions(args, predict)
+    return 0 if pred is None else _run_and_report(args, pred, NAME, "", t0, load0, _claims, write_markdown)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import shutil
 import statistics
@@ -61,10 +62,7 @@ def write_jsonl(run, path: pathlib.Path) -> None:
 
 def cli_times(run, rldoctor: str, repeats: int) -> dict[str, tuple[float, float]]:
     """``{tool: (median wall s, median CPU s)}`` of both command lines diagnosing the log (as processes)."""
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-    import os
-
-    from cli_latency import timed  # noqa: PLC0415
+    from cli_latency import timed  # noqa: PLC0415 (benchmarks/ is on the path: see _timing above)
 
     grpojax = shutil.which("grpojax", path=str(pathlib.Path(sys.executable).parent)) or "grpojax"
     out = {}
