@@ -58,6 +58,10 @@ def test_advise_probe_recovers_curvature(tmp_path, capsys):
     (["--eta", "0.1", "--k-ref", "2", "--group-size", "8", "--curvature", "1", "--pass-rate", "2"], "--pass-rate"),
     (["--eta", "0.1", "--k-ref", "2", "--staleness", "2", "--group-size", "8", "--curvature", "1"], "not allowed"),
     (["--eta", "0.1", "--k-ref", "2", "--group-size", "8", "--probe", "/nonexistent.jsonl"], "nonexistent"),
+    (["--eta", "0.1", "--k-ref", "2", "--group-size", "8", "--curvature", "1", "--noise-growth", "-1"],
+     "--noise-growth"),
+    (["--eta", "0.001", "--beta1", "0.9", "--k-ref", "2", "--group-size", "8", "--curvature", "30", "--schedule",
+      "cosine", "--noise-growth", "5"], "--noise-growth 5 is not modelled for Adam"),
 ])
 def test_advise_bad_input_one_line(argv, word, capsys):
     with pytest.raises(SystemExit) as e:

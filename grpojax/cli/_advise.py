@@ -222,6 +222,9 @@ def run(args) -> int:
                batch_reuse=args.batch_reuse, noise_growth=args.noise_growth)
     if settings is not None and args.schedule is None and settings.schedule in SCHEDULES:
         args.schedule, args.warmup = settings.schedule, int(settings.warmup_steps or 0)
+    if args.noise_growth and args.beta1 is not None and args.schedule is not None:
+        raise CLIError(f"--noise-growth {args.noise_growth:g} is not modelled for Adam (--beta1) along --schedule "
+                       f"{args.schedule} (additive noise only there): drop --noise-growth, or give no schedule")
     sched = schedule_block(args, lr=args.eta, mu=m, adam=adam_reduction(args, args.beta1), k_ref=kval,
                            curvature=curvature, lag=lag, k_instant=args.k_instant, steps=args.steps, margin=args.margin,
                            **({} if a.escape_basin is None else
