@@ -39,6 +39,9 @@ FAMILIES = {  # lm_rule.md: the first family, and the second aimed at late colla
                  suffix=""),
     "late": dict(steps=500, lrs=tuple(float(x) for x in np.geomspace(1.5, 4.0, 4)), k_refs=(4,),
                  seeds=tuple(range(20, 28)), suffix="_late"),
+    # quantised_noise_rule.md: the main grid again with seeds never run before, to check a change held out
+    "heldout": dict(steps=300, lrs=tuple(float(x) for x in np.geomspace(1.0, 5.0, 6)), k_refs=(1, 4),
+                    seeds=(30, 31, 32, 33), suffix="_heldout"),
 }
 
 
