@@ -46,6 +46,21 @@ def test_noise_sd_is_the_gaussian_sd_and_ignores_jumps():
     assert noise_sd(np.ones(10)) == 0.0
 
 
+def test_noise_sd_of_a_curve_that_mostly_does_not_move():
+    """Over half of the differences 0 (a reward of 16 answers that moves on one step in five): the noise sd
+    is the sd of the differences without their largest 2 %, which sets aside a real jump and costs about 9 %
+    of the sd here (mean ratio 0.911, sd 0.010 over 400 seeds); the normal-law fallback it replaces gave about
+    0.68. NaN points are skipped, not propagated."""
+    rng = np.random.default_rng(7)
+    a, n = 1 / 16, 2000
+    eps = np.where(rng.random(n) < 0.2, rng.choice([-a, a], n), 0.0)
+    y = 0.5 + eps
+    y[1200:] -= 0.3  # one real jump
+    assert 0.85 <= noise_sd(y) / eps.std() <= 0.97
+    y[[5, 700]] = np.nan
+    assert 0.85 <= noise_sd(y) / eps.std() <= 0.97
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_level_shifts_are_found_where_they_are_with_their_size(seed):
     n, sigma = 300, 0.05

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from grpojax._errors import InvalidValueError
+from grpojax.diagnose._events import noise_sd
 from grpojax.logs import RunLog
 
 __all__ = ["Comparison", "Divergence", "compare_runs", "divergence_step", "effective_window", "noise_sd",
@@ -95,19 +96,6 @@ def differing_hyperparameters(runs: Sequence[RunLog]) -> dict[str, list[Any]]:
         if any(not _same(vals[0], v) for v in vals[1:]):
             out[k] = vals
     return out
-
-
-def noise_sd(y: np.ndarray) -> float:
-    """Per-step noise sd of a curve from its first differences: ``1.4826 MAD(diff y) / sqrt(2)``; the
-    plain sd of the differences over sqrt(2) when the MAD is 0 (a curve that moves only on some steps)."""
-    d = np.diff(np.asarray(y, float))
-    d = d[np.isfinite(d)]
-    if d.size == 0:
-        return 0.0
-    mad = float(np.median(np.abs(d - np.median(d))))
-    if mad > 0:
-        return 1.4826 * mad / math.sqrt(2.0)
-    return float(np.std(d)) / math.sqrt(2.0)
 
 
 def trailing_median(y: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:

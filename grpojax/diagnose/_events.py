@@ -119,16 +119,33 @@ def _g(x: float) -> str:
     return f"{x:.3g}" if np.isfinite(x) else str(x)
 
 
+JUMP_SHARE = 0.02
+"""Where over half of a curve's first differences are equal, the largest ``ceil(JUMP_SHARE m)`` of its ``m``
+differences are taken for jumps (a real event), not noise, by :func:`noise_sd`."""
+
+
+def _sparse_sd(d: np.ndarray) -> float:
+    """The sd of the differences ``d`` (1-D) of a curve that mostly does not move, its largest jumps set aside."""
+    dev = np.abs(d - np.median(d))
+    keep = np.sort(dev)[: d.size - math.ceil(JUMP_SHARE * d.size)]
+    if keep.size < 2:
+        keep = dev
+    return float(np.sqrt(np.mean(keep ** 2)))
+
+
 def noise_sd(y: np.ndarray) -> float:
-    """Robust per-point noise sd: 1.4826 x MAD of the first differences / sqrt(2); the mean absolute
-    deviation (x sqrt(pi/2)) when over half of the differences are equal; 0 for a constant series."""
+    """Robust per-point noise sd of a curve from its first differences ``d`` (non-finite ones dropped):
+    1.4826 x their MAD / sqrt(2). When over half of them are equal the MAD is 0 (a curve that mostly does not
+    move, such as a reward averaged over a few answers); then the root mean square of ``|d - median d|``
+    without the largest ``ceil(0.02 m)`` of them (:data:`JUMP_SHARE`), over sqrt(2). 0 for a constant curve."""
     d = np.diff(np.asarray(y, float))
+    d = d[np.isfinite(d)]
     if d.size == 0:
         return 0.0
     mad = float(np.median(np.abs(d - np.median(d))))
     if mad > 0:
         return 1.4826 * mad / math.sqrt(2.0)
-    return float(np.mean(np.abs(d - np.mean(d)))) * math.sqrt(math.pi / 2.0) / math.sqrt(2.0)
+    return _sparse_sd(d) / math.sqrt(2.0)
 
 
 def _block_noise_sd(z: np.ndarray, blk: int) -> list[float]:
@@ -140,9 +157,8 @@ def _block_noise_sd(z: np.ndarray, blk: int) -> list[float]:
     d = np.diff(z[: m * blk].reshape(m, blk), axis=1)
     med = np.median(d, axis=1, keepdims=True)
     mad = np.median(np.abs(d - med), axis=1)
-    mean_dev = np.mean(np.abs(d - np.mean(d, axis=1, keepdims=True)), axis=1)
-    return [1.4826 * a / math.sqrt(2.0) if a > 0 else float(b) * math.sqrt(math.pi / 2.0) / math.sqrt(2.0)
-            for a, b in zip(mad.tolist(), mean_dev.tolist())]
+    return [1.4826 * float(a) / math.sqrt(2.0) if a > 0 else _sparse_sd(row) / math.sqrt(2.0)
+            for a, row in zip(mad, d)]
 
 
 def binseg_l2(z: np.ndarray, pen: float, min_size: int = 2, n_bkps: int | None = None) -> list[int]:
