@@ -47,7 +47,7 @@ def _prefix(run, i):
                   dict(run.meta))
 
 
-@pytest.mark.parametrize("metric", ["entropy", "response_length", "kl", "grad_norm"])
+@pytest.mark.parametrize("metric", ["entropy", "response_length", "grad_norm"])
 def test_a_precursor_jump_while_the_reward_holds_is_a_warning_naming_it(metric):
     run = _run(onset=None, jump_at=250, metric=metric)
     cut = _prefix(run, 262)  # 12 points after the jump, the reward still at its plateau
@@ -60,6 +60,31 @@ def test_a_precursor_jump_while_the_reward_holds_is_a_warning_naming_it(metric):
     assert collapse_risk(before, detect_events(before, DEFAULT_CONFIG)) is None
     healthy = _prefix(_run(onset=None, seed=1), 262)
     assert collapse_risk(healthy, detect_events(healthy, DEFAULT_CONFIG)) is None
+
+
+def test_a_kl_jump_alone_is_info_until_the_reward_falls():
+    """The KL rises through healthy runs: its jump alone is info (named in the chain), a warning once the
+    reward has lost ``falling_fraction`` of its rise, and a warning again with ``info_only=()``."""
+    run = _run(onset=None, jump_at=250, metric="kl")
+    cut = _prefix(run, 262)
+    ev = detect_events(cut, DEFAULT_CONFIG)
+    risk = collapse_risk(cut, ev)
+    assert risk["level"] == "info" and [p["metric"] for p in risk["precursors"]] == ["kl"]
+    assert collapse_risk(cut, ev, config=AlertConfig(info_only=()))["level"] == "warning"
+    # the reward has started to fall (a third of its rise lost, not yet half) when the KL jumps: a warning
+    falling = _run(onset=255, jump_at=250, metric="kl", fall=30)
+    risk = None
+    for i in range(258, 290):
+        cut = _prefix(falling, i)
+        risk = collapse_risk(cut, detect_events(cut, DEFAULT_CONFIG))
+        lost = risk["reward"]["lost"] if risk else 0.0
+        if AlertConfig().falling_fraction <= lost < AlertConfig().fallen_fraction:
+            break
+    else:
+        pytest.fail("the reward never stood between falling and fallen")
+    assert risk["level"] == "warning" and [p["metric"] for p in risk["precursors"]] == ["kl"], risk
+    with pytest.raises(Exception, match="unknown: kll"):
+        AlertConfig(info_only=("kll",))
 
 
 def test_two_precursors_are_critical_and_a_fallen_reward_is_no_longer_a_warning():
@@ -110,7 +135,7 @@ def test_the_engine_raises_nothing_on_a_healthy_run_and_only_when_the_level_goes
     for i in range(1, 301):
         state, rep = update(state, _prefix(_run(onset=None, seed=3), i), config)
     assert rep.alerts == ()
-    run = _run(onset=None, jump_at=200, metric="kl")
+    run = _run(onset=None, jump_at=200, metric="grad_norm")
     state, levels = init_state(), []
     for i in range(1, 301):
         state, rep = update(state, _prefix(run, i), config)
@@ -135,7 +160,7 @@ def test_the_hook_reports_the_alerts():
 def test_watch_writes_alert_lines_and_runs_the_alert_command(tmp_path, capsys):
     from grpojax.cli import main
 
-    run = _run(n=300, onset=None, jump_at=200, metric="kl")
+    run = _run(n=300, onset=None, jump_at=200, metric="grad_norm")
     log = tmp_path / "run.jsonl"
     lines = [json.dumps(jsonl_header("sim"))]
     lines += [json.dumps({"step": int(s), **{k: float(v[i]) for k, v in run.columns.items()}})
@@ -149,7 +174,7 @@ def test_watch_writes_alert_lines_and_runs_the_alert_command(tmp_path, capsys):
                "--no-live", "--alert-file", str(alert_file), "--on-alert", cmd])
     assert rc == 0
     recs = [json.loads(x) for x in alert_file.read_text().splitlines()]
-    assert recs and recs[0]["kind"] == "collapse-risk" and recs[0]["precursors"][0]["metric"] == "kl"
+    assert recs and recs[0]["kind"] == "collapse-risk" and recs[0]["precursors"][0]["metric"] == "grad_norm"
     # the watch read the log once (it was complete): its one refresh saw all 215 rows
     assert recs[0]["step"] == 214
     body, level, step = got.read_text().splitlines()[0].split("|")
