@@ -16,15 +16,20 @@ import lm_runs as L  # noqa: E402
 import speed  # noqa: E402
 
 
-@pytest.mark.parametrize("family,n,seeds", [("main", 96, {0, 1, 2, 3}), ("late", 64, set(range(20, 28)))])
+@pytest.mark.parametrize("family,n,seeds", [("main", 96, {0, 1, 2, 3}), ("late", 64, set(range(20, 28))),
+                                             ("heldout", 96, {30, 31, 32, 33})])
 def test_the_grids_are_those_fixed_before_the_runs(family, n, seeds):
     members = L.grid(False, family)
     assert len(members) == n and len({m.name for m in members}) == n
     assert {m.seed for m in members} == seeds and all(m.beta == 0.0 and m.clip_eps == 0.2 for m in members)
     lrs = sorted({m.lr for m in members})
-    lo, hi = (1.0, 5.0) if family == "main" else (1.5, 4.0)
+    lo, hi = (1.5, 4.0) if family == "late" else (1.0, 5.0)
     assert lrs[0] == pytest.approx(lo) and lrs[-1] == pytest.approx(hi)
-    assert set(L.grid(False, "main")).isdisjoint(L.grid(False, "late"))  # new seeds: no run repeated
+    others = [set(L.grid(False, f)) for f in L.FAMILIES if f != family]
+    assert all(set(members).isdisjoint(o) for o in others)  # new seeds: no run repeated
+    if family == "heldout":  # the main grid again, only the seeds differ
+        key = lambda m: (m.lr, m.momentum, m.k_ref)  # noqa: E731
+        assert sorted(map(key, members)) == sorted(map(key, L.grid(False, "main")))
 
 
 def test_each_collapse_gets_its_lead_or_a_miss():
