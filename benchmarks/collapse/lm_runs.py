@@ -42,6 +42,9 @@ FAMILIES = {  # lm_rule.md: the first family, and the second aimed at late colla
     # quantised_noise_rule.md: the main grid again with seeds never run before, to check a change held out
     "heldout": dict(steps=300, lrs=tuple(float(x) for x in np.geomspace(1.0, 5.0, 6)), k_refs=(1, 4),
                     seeds=(30, 31, 32, 33), suffix="_heldout"),
+    # material_rise_rule.md: the main grid with seeds never run before, for the next change held out
+    "heldout2": dict(steps=300, lrs=tuple(float(x) for x in np.geomspace(1.0, 5.0, 6)), k_refs=(1, 4),
+                     seeds=(40, 41, 42, 43), suffix="_heldout2"),
 }
 
 
