@@ -354,3 +354,19 @@ def test_a_real_run_whose_last_segment_falls_never_has_plateau_as_its_main_findi
             hits.append(run.name)
             assert d.main_finding != "learning_plateau", (run.name, d["learning_plateau"].reason)
     assert hits, "the development corpus has runs whose last segment falls"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_rise_too_small_to_matter_is_not_lost_in_a_collapse(seed):
+    """A reward that barely moves has tiny noise, so a rise of 2 % of its level clears it; losing that rise
+    is not a collapse (``collapse_min_rise``: the rise is at least 0.05 of the curve's largest magnitude).
+    The same shape with the rise 20 % of the level is one, and so is the small one with the gate off."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(300)
+    step = np.where((t >= 100) & (t < 200), 1.0, 0.0)
+    small = 1.0 + 0.02 * step + 0.001 * rng.standard_normal(300)
+    large = 1.0 + 0.2 * step + 0.001 * rng.standard_normal(300)
+    assert not diagnose({"reward_mean": small}, validity=False)["collapse"].detected
+    assert diagnose({"reward_mean": large}, validity=False)["collapse"].detected
+    off = CFG.replace(collapse_min_rise=0.0)
+    assert diagnose({"reward_mean": small}, config=off, validity=False)["collapse"].detected

@@ -11,7 +11,9 @@ reported when both collapse):
    collapse needs a rise out of the noise of what measures it: at least the height a noise excursion adds
    to the running peak of the smoothed curve (below) plus ``collapse_rise_sd`` times the noise of the start
    (a median of ``m`` points: sd ``sigma sqrt(pi / 2m)``) and of the peak (a mean of ``w``: ``sigma / sqrt(w)``),
-   and at least ``collapse_rise_sd`` noise sd.
+   and at least ``collapse_rise_sd`` noise sd; and a rise worth losing: at least ``collapse_min_rise`` of
+   the largest magnitude the curve reaches (on a reward that barely moves, a rise of 1 % of its level can
+   clear the noise).
 2. The smoothed curve falls to ``peak - collapse_drop_fraction x rise`` within ``collapse_window`` of the
    run's points from the last point where it was within 10 % of the rise of its peak, or within the
    height a noise excursion adds to a running peak (sqrt(2 ln(n/w)) sd of the smoothed curve, w its window),
@@ -142,7 +144,9 @@ def _find(s: np.ndarray, y: np.ndarray, cfg: DiagnoseConfig) -> dict[str, Any]:
     # its level by chance, and the start (a median of m points) and the peak (a mean of w) are noisy themselves
     m0 = initial_window(n, cfg).stop
     rise_noise = sigma * math.sqrt(math.pi / (2.0 * m0) + 1.0 / w)
-    ok_rise = rise >= max(near_peak + cfg.collapse_rise_sd * rise_noise, cfg.collapse_rise_sd * sigma, 1e-12)
+    material = cfg.collapse_min_rise * float(np.max(np.abs(y)))  # a rise worth losing, in the reward's units
+    ok_rise = rise >= max(near_peak + cfg.collapse_rise_sd * rise_noise, cfg.collapse_rise_sd * sigma, material,
+                          1e-12)
     below = ok_rise & (sm <= peak - frac * rise)
     # the first point of each stretch below the mark: later points of a stretch share its peak and the start
     # of its fall, and are further from it (O(n) candidates would make this O(n^2) on a long collapsed tail)

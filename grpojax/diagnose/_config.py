@@ -96,7 +96,8 @@ gap reads better. Measured gaps (quick benchmark, 2026-11-29):
 - Collapse (``grpojax.diagnose._collapse``): the reward loses ``collapse_drop_fraction = 0.5`` of its rise
   within ``collapse_window = 0.1`` of the run and stays down, after a rise of ``collapse_rise_sd = 2``
   noise sd: the wording of the collapse labelling rule (``benchmarks/collapse/README.md``), written before
-  the detector ran. ``collapse_lookback = 0.25`` of the run before the onset is searched for precursors.
+  the detector ran. The rise is also at least ``collapse_min_rise = 0.05`` of the curve's largest magnitude
+  (a rise worth losing: ``benchmarks/collapse/material_rise_rule.md``, written before it was scored). ``collapse_lookback = 0.25`` of the run before the onset is searched for precursors.
   ``collapse_from_start = True``: a non-negative curve that logged no rise before its fall (a resumed
   run, a run started at a plateau) is judged against 0 with the same thresholds
   (``benchmarks/collapse/from_start_rule.md``, written before it was scored).
@@ -195,7 +196,9 @@ class DiagnoseConfig(Config):
         event_min_range: ... and at least this fraction of the series' 5-95 % range.
         collapse_drop_fraction: collapse when the reward (or eval) loses at least this fraction of its rise ...
         collapse_window: ... within this fraction of the run's points ...
-        collapse_rise_sd: ... after a rise of at least this many per-step noise sd, and stays down.
+        collapse_rise_sd: ... after a rise of at least this many per-step noise sd ...
+        collapse_min_rise: ... and of at least this fraction of the curve's largest magnitude |y|, and stays
+            down.
         collapse_lookback: a precursor is an event of another metric at most this fraction of the run
             before the collapse onset.
         collapse_from_start: for a curve that never goes below 0 and logged no rise before its fall (a
@@ -278,6 +281,7 @@ class DiagnoseConfig(Config):
     collapse_drop_fraction: Finite = Field(0.5, gt=0, le=1)
     collapse_window: Finite = Field(0.1, gt=0, le=1)
     collapse_rise_sd: Finite = Field(2.0, ge=0)
+    collapse_min_rise: Finite = Field(0.05, ge=0, le=1)
     collapse_lookback: Finite = Field(0.25, gt=0, le=1)
     collapse_from_start: bool = True
     length_drop_ratio: Finite = Field(0.4, ge=0)
