@@ -34,17 +34,16 @@ from score_simulated import diagnose_log, onset_part, table, tally  # noqa: E402
 
 WARMSTART, EVERY = 60, 10
 MUS = (0.0, 0.9)
+_MAIN = dict(steps=300, lrs=tuple(float(x) for x in np.geomspace(1.0, 5.0, 6)), k_refs=(1, 4), seeds=(0, 1, 2, 3),
+             suffix="")
 FAMILIES = {  # lm_rule.md: the first family, and the second aimed at late collapses
-    "main": dict(steps=300, lrs=tuple(float(x) for x in np.geomspace(1.0, 5.0, 6)), k_refs=(1, 4), seeds=(0, 1, 2, 3),
-                 suffix=""),
+    "main": _MAIN,
     "late": dict(steps=500, lrs=tuple(float(x) for x in np.geomspace(1.5, 4.0, 4)), k_refs=(4,),
                  seeds=tuple(range(20, 28)), suffix="_late"),
-    # quantised_noise_rule.md: the main grid again with seeds never run before, to check a change held out
-    "heldout": dict(steps=300, lrs=tuple(float(x) for x in np.geomspace(1.0, 5.0, 6)), k_refs=(1, 4),
-                    seeds=(30, 31, 32, 33), suffix="_heldout"),
-    # material_rise_rule.md: the main grid with seeds never run before, for the next change held out
-    "heldout2": dict(steps=300, lrs=tuple(float(x) for x in np.geomspace(1.0, 5.0, 6)), k_refs=(1, 4),
-                     seeds=(40, 41, 42, 43), suffix="_heldout2"),
+    # the main grid again with seeds never run before, to check a change held out: quantised_noise_rule.md ...
+    "heldout": {**_MAIN, "seeds": (30, 31, 32, 33), "suffix": "_heldout"},
+    # ... and material_rise_rule.md
+    "heldout2": {**_MAIN, "seeds": (40, 41, 42, 43), "suffix": "_heldout2"},
 }
 
 

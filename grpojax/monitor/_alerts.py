@@ -243,13 +243,11 @@ def collapse_risk(run, events: dict, *, stability: dict | None = None, escape: f
         precursors.sort(key=lambda d: (d["step"], d["metric"]))
         if precursors:
             falling = rw["lost"] >= cfg.falling_fraction
-            if len(precursors) >= cfg.critical_precursors or (falling and any(
-                    p["metric"] not in cfg.info_only for p in precursors)):
+            specific = any(p["metric"] not in cfg.info_only for p in precursors)
+            if len(precursors) >= cfg.critical_precursors or (falling and specific):
                 level = "critical"
-            elif falling or any(p["metric"] not in cfg.info_only for p in precursors):
-                level = "warning"
             else:
-                level = "info"
+                level = "warning" if (falling or specific) else "info"
             chain = ", ".join(f"{p['metric']} {p['direction']} at step {p['step']:g} "
                               f"({abs(p['size']):.3g} noise sd)" for p in precursors)
             reasons.append(f"{chain} while {col} is still at {rw['now']:.3g} (peak {rw['peak']:.3g}, "
