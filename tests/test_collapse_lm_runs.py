@@ -17,7 +17,8 @@ import speed  # noqa: E402
 
 
 @pytest.mark.parametrize("family,n,seeds", [("main", 96, {0, 1, 2, 3}), ("late", 64, set(range(20, 28))),
-                                             ("heldout", 96, {30, 31, 32, 33}), ("heldout2", 96, {40, 41, 42, 43})])
+                                             ("heldout", 96, {30, 31, 32, 33}), ("heldout2", 96, {40, 41, 42, 43}),
+                                             ("heldout3", 96, {50, 51, 52, 53})])
 def test_the_grids_are_those_fixed_before_the_runs(family, n, seeds):
     members = L.grid(False, family)
     assert len(members) == n and len({m.name for m in members}) == n

@@ -44,6 +44,8 @@ FAMILIES = {  # lm_rule.md: the first family, and the second aimed at late colla
     "heldout": {**_MAIN, "seeds": (30, 31, 32, 33), "suffix": "_heldout"},
     # ... and material_rise_rule.md
     "heldout2": {**_MAIN, "seeds": (40, 41, 42, 43), "suffix": "_heldout2"},
+    # ... and recovery_rule.md
+    "heldout3": {**_MAIN, "seeds": (50, 51, 52, 53), "suffix": "_heldout3"},
 }
 
 
