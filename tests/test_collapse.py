@@ -370,3 +370,20 @@ def test_a_rise_too_small_to_matter_is_not_lost_in_a_collapse(seed):
     assert diagnose({"reward_mean": large}, validity=False)["collapse"].detected
     off = CFG.replace(collapse_min_rise=0.0)
     assert diagnose({"reward_mean": small}, config=off, validity=False)["collapse"].detected
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_collapse_after_a_deeper_dip_is_judged_on_its_own_numbers(seed):
+    """A deep dip early on (to the start, then back) and a later collapse from a higher peak that loses less
+    of its rise but stays down: the finding is the later fall, with its own peak, rise and onset (it was
+    once judged on the deeper dip's numbers, whose late-mean gate fails, and missed)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(400, dtype=float)
+    y = 0.1 + 0.4 * np.clip(t / 40, 0, 1)  # up to 0.5
+    y = np.where((t >= 80) & (t < 110), 0.1, y)  # the dip: all of the rise, then back
+    y = np.where(t >= 110, 0.5 + 0.4 * np.clip((t - 110) / 80, 0, 1), y)  # on to 0.9
+    y = np.where(t >= 300, 0.4, y) + 0.02 * rng.standard_normal(400)  # the collapse: 62 % of the rise, for good
+    d = diagnose({"reward_mean": y}, validity=False)
+    info = _info(d)
+    assert d["collapse"].detected, d["collapse"].reason
+    assert abs(info["onset"] - 300) <= 3 and info["lost_fraction"] == pytest.approx(0.5 / 0.8, abs=0.08)

@@ -16,7 +16,12 @@ Labels: the committed rule of ``README.md`` (``label_rule.py``) on the whole log
   before ``t_half`` (``[t_half - 0.25 span, t_half]``), in % of the run's step span; no such alert is a
   miss, which enters the median as a lead of 0 %;
 - **false alarms per 1,000 steps** on the healthy controls: counted alerts over the controls' summed step
-  spans.
+  spans;
+- **what there was to read**: for each collapse, the events of the whole log (offline) of every metric but
+  the reward within that quarter before ``t_half`` ("with events"), and among them those the alert counts as
+  precursors ("precursors": its metrics, in their harmful direction, of at least its event size). A collapse
+  without either can be warned by no alert that reads precursors; the table counts such collapses, and the
+  per-run line gives how long before ``t_half`` the labelled onset lies (% of the run).
 
 The alert thresholds (:class:`grpojax.monitor.AlertConfig`) were set on the development runs only; the
 external corpus (``benchmarks/collapse_corpus/MANIFEST.tsv``, cached in ``data/collapse-corpus-cache``)
@@ -78,16 +83,37 @@ def replay(run, every: int) -> tuple[list[dict], float]:
     return alerts, time.perf_counter() - t0
 
 
+def events_before(run, t_half: float, span: float) -> tuple[int, int]:
+    """What any warning could have read: the events of the whole log (offline, so a bound for a causal
+    alert) of every metric but the reward within the quarter of the run before ``t_half``, as
+    ``(all events, events the alert counts as precursors: its metrics, directions and size)``."""
+    from grpojax.diagnose import DEFAULT_CONFIG
+    from grpojax.diagnose._events import detect_events
+    from grpojax.monitor import AlertConfig
+    from grpojax.monitor._alerts import PRECURSOR_DIRECTIONS
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        events = detect_events(run, DEFAULT_CONFIG)
+    size = AlertConfig().min_event_size
+    found = [(m, e) for m, se in events.items() if m not in ("reward_mean", "eval_reward") for e in se.events
+             if t_half - LOOKBACK * span <= e.step < t_half]
+    eligible = [1 for m, e in found if e.direction in PRECURSOR_DIRECTIONS.get(m, ()) and abs(e.size) >= size]
+    return len(found), len(eligible)
+
+
 def score_run(rid: str, repo: str, run, every: int) -> dict:
     lab = label_run(run)
     alerts, sec = replay(run, every)
     span = float(run.steps[-1] - run.steps[0]) or 1.0
     counted = [a for a in alerts if a["level"] in COUNTED]
     out = {"run": rid, "repo": repo, "label": lab is not None, "span": span, "alerts": counted, "seconds": sec,
-           "lead": None, "t_half": None}
+           "lead": None, "t_half": None, "events_before": None}
     if lab is not None:
         th = half_step(run, lab)
         out["t_half"] = th
+        out["onset_to_half"] = 100.0 * (th - lab["onset"]) / span
+        out["events_before"] = events_before(run, th, span)
         hits = [a for a in counted if th - LOOKBACK * span <= a["step"] <= th]
         out["lead"] = 100.0 * (th - hits[0]["step"]) / span if hits else None
     return out
@@ -116,8 +142,8 @@ def corpus_runs():
 
 def table(rows: list[dict], title: str) -> None:
     print(f"\n{title}")
-    print(f"{'repository':44s} {'collapsed':>9s} {'alerted':>7s} {'median lead %':>13s} {'controls':>8s} "
-          f"{'steps':>7s} {'alarms':>6s} {'per 1k':>6s}")
+    print(f"{'repository':44s} {'collapsed':>9s} {'alerted':>7s} {'median lead %':>13s} {'with events':>11s} "
+          f"{'precursors':>10s} {'controls':>8s} {'steps':>7s} {'alarms':>6s} {'per 1k':>6s}")
     repos = sorted({r["repo"] for r in rows})
     for repo in repos + ["ALL"]:
         rr = [r for r in rows if repo in ("ALL", r["repo"])]
@@ -128,8 +154,10 @@ def table(rows: list[dict], title: str) -> None:
         fa = sum(len(r["alerts"]) for r in neg)
         med = f"{statistics.median(leads):.1f}" if leads else "-"
         rate = f"{1000 * fa / steps:.2f}" if steps else "-"
+        with_ev = sum(r["events_before"][0] > 0 for r in pos)
+        with_pre = sum(r["events_before"][1] > 0 for r in pos)
         print(f"{repo[:44]:44s} {len(pos):9d} {sum(r['lead'] is not None for r in pos):7d} {med:>13s} "
-              f"{len(neg):8d} {steps:7.0f} {fa:6d} {rate:>6s}")
+              f"{with_ev:11d} {with_pre:10d} {len(neg):8d} {steps:7.0f} {fa:6d} {rate:>6s}")
 
 
 def main(argv=None) -> int:
@@ -157,7 +185,9 @@ def main(argv=None) -> int:
             rows.append(r)
             al = ", ".join(f"{x['level']}@{x['step']:g}" for x in r["alerts"]) or "-"
             print(f"{rid[:56]:56s} {'collapse' if r['label'] else 'control':8s} span {r['span']:6.0f} "
-                  + (f"t_half {r['t_half']:g} lead {r['lead'] if r['lead'] is None else round(r['lead'], 1)}% "
+                  + (f"t_half {r['t_half']:g} (onset {r['onset_to_half']:.1f}% of the run before) "
+                     f"lead {r['lead'] if r['lead'] is None else round(r['lead'], 1)}% "
+                     f"events before {r['events_before'][0]} (precursors {r['events_before'][1]}) "
                      if r["label"] else "") + f"alerts {al}  ({r['seconds']:.1f} s)", flush=True)
         table(rows, title)
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")

@@ -165,8 +165,8 @@ def _find(s: np.ndarray, y: np.ndarray, cfg: DiagnoseConfig) -> dict[str, Any]:
         lost = float((peak[q] - np.min(sm[q:q + win + 1])) / rise[q])  # the depth of the fall within the window
         fast = q - f <= win
         stays = n - 1 - q >= 2 and late_mean <= peak[q] - frac * rise[q]
-        if fast and lost > largest:
-            largest = lost
+        if fast and (lost > largest or stays):  # the largest fall so far, or the collapse itself
+            largest = max(largest, lost)
             best.update(q=int(q), p=p, f=f, lost=lost, fast=fast, stays=stays, rise=float(rise[q]),
                         peak=float(peak[q]), start=start)
         if fast and stays:
