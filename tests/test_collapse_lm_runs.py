@@ -62,8 +62,9 @@ def test_the_plain_jsonl_copy_reads_back_as_the_same_log(tmp_path):
 @pytest.mark.parametrize("seed", range(3))
 def test_what_there_was_to_read_before_t_half(seed):
     """The early-warning benchmark counts, for each collapse, the events of other metrics in the quarter of
-    the run before ``t_half``: an entropy fall 40 steps before the collapse is one, and one the alert reads
-    as a precursor; the same run without it has none; an entropy rise is an event but not a precursor."""
+    the run before ``t_half`` and the alert's recent stretch (35 % of the run): an entropy fall 40 steps
+    before the collapse is one, and one the alert reads as a precursor; the same run without it has none; an
+    entropy rise is an event but not a precursor; a fall 200 steps before is out of reach."""
     import early_warning  # noqa: PLC0415
     from grpojax.logs import RunLog  # noqa: PLC0415
 
@@ -71,8 +72,8 @@ def test_what_there_was_to_read_before_t_half(seed):
     t = np.arange(400, dtype=float)
     reward = np.where(t < 300, 0.1 + 0.6 * (1 - np.exp(-t / 50)), 0.05) + 0.03 * rng.standard_normal(400)
     entropy = 0.6 + 0.01 * rng.standard_normal(400)
-    for shift, want in ((-0.3, (1, 1)), (0.0, (0, 0)), (0.3, (1, 0))):
-        cols = {"reward_mean": reward, "entropy": entropy + np.where(t >= 260, shift, 0.0)}
+    for shift, at, want in ((-0.3, 260, (1, 1)), (0.0, 260, (0, 0)), (0.3, 260, (1, 0)), (-0.3, 100, (0, 0))):
+        cols = {"reward_mean": reward, "entropy": entropy + np.where(t >= at, shift, 0.0)}
         run = RunLog.from_columns(cols, steps=t, name="sim")
         lab = early_warning.label_run(run)
         th = early_warning.half_step(run, lab)

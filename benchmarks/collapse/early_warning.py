@@ -18,7 +18,8 @@ Labels: the committed rule of ``README.md`` (``label_rule.py``) on the whole log
 - **false alarms per 1,000 steps** on the healthy controls: counted alerts over the controls' summed step
   spans;
 - **what there was to read**: for each collapse, the events of the whole log (offline) of every metric but
-  the reward within that quarter before ``t_half`` ("with events"), and among them those the alert counts as
+  the reward that an alert in that quarter could read (the quarter and the alert's recent stretch before
+  it: 35 % of the run before ``t_half``; "with events"), and among them those the alert counts as
   precursors ("precursors": its metrics, in their harmful direction, of at least its event size). A collapse
   without either can be warned by no alert that reads precursors; the table counts such collapses, and the
   per-run line gives how long before ``t_half`` the labelled onset lies (% of the run).
@@ -85,8 +86,9 @@ def replay(run, every: int) -> tuple[list[dict], float]:
 
 def events_before(run, t_half: float, span: float) -> tuple[int, int]:
     """What any warning could have read: the events of the whole log (offline, so a bound for a causal
-    alert) of every metric but the reward within the quarter of the run before ``t_half``, as
-    ``(all events, events the alert counts as precursors: its metrics, directions and size)``."""
+    alert) of every metric but the reward that an alert counted in the quarter before ``t_half`` could
+    read (from the quarter and the alert's recent stretch, ``AlertConfig.recent`` of the run, before ``t_half``),
+    as ``(all events, events the alert counts as precursors: its metrics, directions and size)``."""
     from grpojax.diagnose import DEFAULT_CONFIG
     from grpojax.diagnose._events import detect_events
     from grpojax.monitor import AlertConfig
@@ -95,9 +97,10 @@ def events_before(run, t_half: float, span: float) -> tuple[int, int]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         events = detect_events(run, DEFAULT_CONFIG)
-    size = AlertConfig().min_event_size
+    cfg = AlertConfig()
+    size, since = cfg.min_event_size, t_half - (LOOKBACK + cfg.recent) * span
     found = [(m, e) for m, se in events.items() if m not in ("reward_mean", "eval_reward") for e in se.events
-             if t_half - LOOKBACK * span <= e.step < t_half]
+             if since <= e.step < t_half]
     eligible = [1 for m, e in found if e.direction in PRECURSOR_DIRECTIONS.get(m, ()) and abs(e.size) >= size]
     return len(found), len(eligible)
 
