@@ -79,3 +79,25 @@ def test_what_there_was_to_read_before_t_half(seed):
         th = early_warning.half_step(run, lab)
         assert 299 <= th <= 305
         assert early_warning.events_before(run, th, 399.0) == want, shift
+
+
+def test_the_label_rule_on_curves_without_a_collapse():
+    """The noise benchmark's curves hold no collapse by construction (their noise-free level rises and holds,
+    and neither the rule nor the finding calls that level a collapse), its rates come with their exact
+    intervals, and the permutation p-value of a clear collapse is as small as it can be."""
+    import label_rule_noise as N  # noqa: PLC0415
+    from grpojax.diagnose import collapse_onset  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    t = np.arange(200, dtype=float)
+    level = N.curve(rng, 200, 10.0, "gaussian") - N.curve(np.random.default_rng(0), 200, 0.0, "gaussian")
+    assert np.all(np.diff(level) >= -1e-12) and level[-1] == pytest.approx(10.0)
+    assert N.label_curve(t, level) is None and collapse_onset(t, level) is None
+    row = N.cell(100, 3.0, "gaussian", 40, seed=1)
+    assert row["curves"] == 40
+    for key, k in (("label_rate", row["label"]), ("detector_rate", row["detector"])):
+        rate, lo, hi = row[key]
+        assert rate == k / 40 and lo <= rate <= hi
+    clear = np.where(t < 150, np.clip(t / 50, 0, 1), 0.0) + 0.05 * rng.standard_normal(200)
+    k, p = N.permutation_p(t, clear, 200)
+    assert N.label_curve(t, clear) is not None and k == 0 and p == pytest.approx(1 / 201)
