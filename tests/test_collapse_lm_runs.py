@@ -101,3 +101,31 @@ def test_the_label_rule_on_curves_without_a_collapse():
     clear = np.where(t < 150, np.clip(t / 50, 0, 1), 0.0) + 0.05 * rng.standard_normal(200)
     k, p = N.permutation_p(t, clear, 200)
     assert N.label_curve(t, clear) is not None and k == 0 and p == pytest.approx(1 / 201)
+
+
+def test_score_leaves_out_weak_labels_only(tmp_path):
+    """``score.py --strong`` keeps a control, keeps a clear collapse and keeps a noise curve that the rule
+    labels collapse only when its permutation p-value is below 0.05."""
+    import json  # noqa: PLC0415
+
+    import label_rule_noise as N  # noqa: PLC0415
+    import score  # noqa: PLC0415
+
+    rng = np.random.default_rng(3)
+    t = np.arange(50, dtype=float)
+    noise = next(y for y in (rng.standard_normal(50) for _ in range(500)) if N.label_curve(t, y) is not None)
+    curves = {"clear": np.where(t < 35, np.clip(t / 10, 0, 1), 0.0) + 0.05 * rng.standard_normal(50),
+              "noise": noise, "control": np.clip(t / 10, 0, 1) + 0.05 * rng.standard_normal(50)}
+    lines = ["id\trepo"]
+    for name, y in curves.items():
+        (tmp_path / name).mkdir()
+        with open(tmp_path / name / "run.jsonl", "w") as f:
+            for s, v in zip(t, y):
+                f.write(json.dumps({"step": int(s), "reward_mean": float(v)}) + "\n")
+        lines.append(f"{name}\towner/{name}")
+    (tmp_path / "INDEX.tsv").write_text("\n".join(lines) + "\n")
+    table = score.rows(tmp_path)
+    assert {r["run"]: r["label"] for r in table} == {"clear": True, "noise": True, "control": False}
+    kept = {r["run"] for r in score.strong(tmp_path, table)}
+    p_noise = N.permutation_p(t, noise, 2000)[1]
+    assert kept == ({"clear", "control"} | ({"noise"} if p_noise < 0.05 else set()))

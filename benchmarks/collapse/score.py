@@ -4,6 +4,8 @@ Usage::
 
     python benchmarks/collapse/score.py [REAL_RUNS_FOLDER]           # default: the development corpus beside the repository
     python benchmarks/collapse/score.py benchmarks/collapse_corpus   # a manifest folder and its cache
+    python benchmarks/collapse/score.py benchmarks/collapse_corpus --since COMMIT   # rows added after COMMIT
+    python benchmarks/collapse/score.py benchmarks/collapse_corpus --strong   # strong labels only
 
 Prints one line per run (label, onset, detector verdict, onset, precursors) and per repository: collapsed
 runs, recall, controls, false-positive rate, and the share of detected collapses whose onset is within
@@ -13,10 +15,13 @@ repository out changes nothing it uses: the per-repository lines are its leave-o
 
 from __future__ import annotations
 
+import argparse
 import csv
 import pathlib
 import sys
 import warnings
+
+import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -84,10 +89,54 @@ def per_repo(table: list[dict]) -> dict[str, dict]:
     return out
 
 
+def ids_at(folder: pathlib.Path, commit: str) -> set[str]:
+    """The run ids of ``folder``'s manifest as committed at ``commit``."""
+    import subprocess  # noqa: PLC0415
+
+    root = HERE.parents[1]
+    rel = (folder.resolve() / "MANIFEST.tsv").relative_to(root)
+    text = subprocess.run(["git", "-C", str(root), "show", f"{commit}:{rel.as_posix()}"], check=True,
+                          capture_output=True, text=True).stdout
+    return {r["id"] for r in csv.DictReader(text.splitlines(), delimiter="\t")}
+
+
+def strong(folder: pathlib.Path, table: list[dict], shuffles: int = 2000, level: float = 0.05) -> list[dict]:
+    """The table with the weak labels left out: collapses whose permutation p-value (``label_rule_noise.py``)
+    is at or above ``level``. Controls are kept."""
+    from label_rule_noise import permutation_p  # noqa: PLC0415
+
+    runs = {name: run for name, _, run in _runs(folder)}
+    out = []
+    for r in table:
+        if r["label"]:
+            lab = label_run(runs[r["run"]])
+            s, y = runs[r["run"]].series(lab["curve"])
+            keep = np.isfinite(y)
+            if permutation_p(s[keep], y[keep], shuffles)[1] >= level:
+                continue
+        out.append(r)
+    return out
+
+
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    folder = pathlib.Path(argv[0]) if argv else HERE.parents[2] / "shared" / "real-runs"
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", nargs="?", default=str(HERE.parents[2] / "shared" / "real-runs"),
+                    help="a manifest folder (MANIFEST.tsv and its cache) or a folder of <run>/run.jsonl")
+    ap.add_argument("--since", metavar="COMMIT", default=None,
+                    help="only the runs of a manifest folder that its manifest did not hold at COMMIT")
+    ap.add_argument("--strong", action="store_true",
+                    help="leave out the collapses whose label has a permutation p-value >= 0.05 (2,000 orders)")
+    a = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    folder = pathlib.Path(a.folder)
     table = rows(folder)
+    if a.since:
+        old = ids_at(folder, a.since)
+        table = [r for r in table if r["run"] not in old]
+        print(f"runs added since {a.since}: {len(table)}")
+    if a.strong:
+        n = sum(r["label"] for r in table)
+        table = strong(folder, table)
+        print(f"strong labels: {sum(r['label'] for r in table)} of {n} collapses")
     for r in table:
         print(f"{r['run'][:58]:58s} label={'collapse' if r['label'] else '-':8s} at {r['label_onset']!s:6s} "
               f"found={'yes' if r['detected'] else 'no':3s} at {r['onset']!s:6s} main={r['main']} "
