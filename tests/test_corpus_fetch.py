@@ -68,3 +68,35 @@ def test_a_file_that_is_not_a_manifest_is_one_clear_error(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         mod.main(["--manifest", str(notes), "--cache", str(tmp_path / "cache")])
     assert exc.value.code == 2 and "expected a tab-separated manifest" in capsys.readouterr().err
+
+
+def test_a_path_with_spaces_is_fetched(tmp_path):
+    """A pinned path may hold spaces (a folder named ``training curves``): the URL quotes it (served over HTTP
+    from a local folder on the loopback address, as the real base URL is HTTP)."""
+    import functools  # noqa: PLC0415
+    import http.server  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    mod = _fetch_module()
+    data = b"step,reward\n1,0.5\n"
+    rel = "o/a/" + "1" * 40 + "/Results/training curves/run 1.csv"
+    (tmp_path / "served" / rel).parent.mkdir(parents=True)
+    (tmp_path / "served" / rel).write_bytes(data)
+    manifest = tmp_path / "MANIFEST.tsv"
+    manifest.write_text("id\trepo\tcommit\tpath\tsha256\n"
+                        f"run-a\to/a\t{'1' * 40}\tResults/training curves/run 1.csv\t{hashlib.sha256(data).hexdigest()}\n")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(Quiet, directory=str(tmp_path / "served")))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        fetched, _, failed = mod.fetch(manifest, tmp_path / "cache", base, timeout=10)
+    finally:
+        server.shutdown()
+    assert fetched == ["run-a: run 1.csv"] and failed == []
+    assert (tmp_path / "cache" / "run-a" / "run 1.csv").read_bytes() == data

@@ -20,10 +20,12 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import http.client
 import pathlib
 import sys
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -61,11 +63,12 @@ def fetch(manifest: pathlib.Path, cache: pathlib.Path, base_url: str = BASE_URL,
         if dest.is_file() and hashlib.sha256(dest.read_bytes()).hexdigest() == f["sha256"]:
             present.append(f"{f['id']}: {dest.name}")
             continue
-        url = f"{base_url.rstrip('/')}/{f['repo']}/{f['commit']}/{f['path']}"
+        # the path is quoted: a folder name may hold spaces or other characters a URL cannot carry as they are
+        url = f"{base_url.rstrip('/')}/{f['repo']}/{f['commit']}/{urllib.parse.quote(f['path'])}"
         try:
             with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (a pinned https/file URL)
                 data = resp.read()
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             failed.append(f"{f['id']}: {url}: {exc}")
             continue
         digest = hashlib.sha256(data).hexdigest()
