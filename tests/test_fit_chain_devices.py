@@ -123,3 +123,23 @@ def test_a_model_with_a_host_callback_is_sampled_not_exported(tmp_path, monkeypa
     assert all(np.array_equal(np.asarray(a), np.asarray(b))
                for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)))
     assert not list(tmp_path.rglob("*.bin"))
+
+
+def test_the_exported_programs_kept_are_the_most_recently_used(tmp_path):
+    """The cache keeps the ``keep`` most recently written or read programs and removes the others; files that
+    are not exported programs are left alone."""
+    import os  # noqa: PLC0415
+
+    from grpojax.fit._batched_nuts import _prune_exported  # noqa: PLC0415
+
+    for i in range(10):
+        f = tmp_path / f"run_chains-{i:02d}.bin"
+        f.write_bytes(b"x")
+        os.utime(f, (1_000_000 + i, 1_000_000 + i))
+    os.utime(tmp_path / "run_chains-01.bin", (2_000_000, 2_000_000))  # read recently
+    (tmp_path / "other.bin").write_bytes(b"y")
+    _prune_exported(tmp_path, keep=4)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["other.bin", "run_chains-01.bin", "run_chains-07.bin", "run_chains-08.bin", "run_chains-09.bin"]
+    _prune_exported(tmp_path, keep=64)  # under the limit: nothing removed
+    assert sorted(p.name for p in tmp_path.iterdir()) == left

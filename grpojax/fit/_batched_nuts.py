@@ -165,6 +165,28 @@ def _name(f) -> str:
     return "None" if f is None else f"{f.__module__}.{f.__qualname__}"
 
 
+EXPORTED_KEEP = 64
+"""Exported sampler programs kept in the cache folder; the least recently used beyond these are removed (each
+source change or new shape writes a new one, about 0.1-0.2 MB)."""
+
+
+def _prune_exported(folder: pathlib.Path, keep: int = EXPORTED_KEEP) -> None:
+    """Remove the least recently used exported programs of ``folder`` beyond the ``keep`` newest (by the time
+    each was last written or read). A file another process removes first is skipped: a cache is an
+    optimisation, never a reason to fail."""
+    stamped = []
+    for f in folder.glob("run_chains-*.bin"):
+        try:
+            stamped.append((f.stat().st_mtime, f))
+        except OSError:
+            continue
+    for _, f in sorted(stamped, key=lambda x: x[0], reverse=True)[keep:]:
+        try:
+            f.unlink()
+        except OSError:
+            pass
+
+
 def _exported_program(args, kwargs):
     """:func:`run_chains` for ``args`` as a ``jax.export.Exported``, kept beside JAX's persistent compilation cache.
 
@@ -191,7 +213,12 @@ def _exported_program(args, kwargs):
                  jax.config.jax_enable_x64, jax.config.jax_numpy_dtype_promotion, jax.config.jax_default_matmul_precision))
     path = pathlib.Path(folder) / "exported" / f"run_chains-{hashlib.sha256(text.encode()).hexdigest()[:32]}.bin"
     try:
-        return export.deserialize(bytearray(path.read_bytes()))
+        exported = export.deserialize(bytearray(path.read_bytes()))
+        try:
+            os.utime(path)  # recently used: kept by _prune_exported
+        except OSError:
+            pass
+        return exported
     except Exception:  # noqa: BLE001  (absent, truncated or from another version: export it again)
         pass
     try:
@@ -204,6 +231,7 @@ def _exported_program(args, kwargs):
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(blob)
         os.replace(tmp, path)
+        _prune_exported(path.parent)
     except OSError:  # a cache is an optimisation, never a reason to fail
         pass
     return exported
