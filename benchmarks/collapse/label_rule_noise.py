@@ -76,23 +76,28 @@ def permutation_p(steps, values, shuffles: int, seed: int = 0) -> tuple[int, flo
     return k, (k + 1) / (shuffles + 1)
 
 
+def run_p_value(run, shuffles: int, seed: int = 0) -> tuple[int, int, float]:
+    """``(points, k, p)`` of :func:`permutation_p` on the curve the rule labels collapse in ``run``."""
+    from label_rule import label_run
+
+    lab = label_run(run)
+    s, y = run.series(lab["curve"])
+    keep = np.isfinite(y)
+    return (int(np.count_nonzero(keep)), *permutation_p(s[keep], y[keep], shuffles, seed))
+
+
 def corpus_p_values(shuffles: int, seed: int = 0) -> list[dict]:
     """Permutation p-values of the labelled collapses of the public corpus (the labelled curve's values)."""
     sys.path.insert(0, str(HERE.parent / "collapse_corpus"))
     from corpus import load_runs
-    from label_rule import label_run
 
     runs, _ = load_runs()
     out = []
     for row, run in runs:
         if row["label"] != "collapse":
             continue
-        lab = label_run(run)
-        s, y = run.series(lab["curve"])
-        keep = np.isfinite(y)
-        s, y = s[keep], y[keep]
-        k, p = permutation_p(s, y, shuffles, seed)
-        out.append(dict(id=row["id"], repo=row["repo"], n=int(y.size), shuffled_labelled=k, p=p))
+        n, k, p = run_p_value(run, shuffles, seed)
+        out.append(dict(id=row["id"], repo=row["repo"], n=n, shuffled_labelled=k, p=p))
     return out
 
 

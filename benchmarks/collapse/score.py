@@ -21,8 +21,6 @@ import pathlib
 import sys
 import warnings
 
-import numpy as np
-
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from label_rule import label_run  # noqa: E402
@@ -103,19 +101,10 @@ def ids_at(folder: pathlib.Path, commit: str) -> set[str]:
 def strong(folder: pathlib.Path, table: list[dict], shuffles: int = 2000, level: float = 0.05) -> list[dict]:
     """The table with the weak labels left out: collapses whose permutation p-value (``label_rule_noise.py``)
     is at or above ``level``. Controls are kept."""
-    from label_rule_noise import permutation_p  # noqa: PLC0415
+    from label_rule_noise import run_p_value  # noqa: PLC0415
 
     runs = {name: run for name, _, run in _runs(folder)}
-    out = []
-    for r in table:
-        if r["label"]:
-            lab = label_run(runs[r["run"]])
-            s, y = runs[r["run"]].series(lab["curve"])
-            keep = np.isfinite(y)
-            if permutation_p(s[keep], y[keep], shuffles)[1] >= level:
-                continue
-        out.append(r)
-    return out
+    return [r for r in table if not r["label"] or run_p_value(runs[r["run"]], shuffles)[2] < level]
 
 
 def main(argv=None) -> int:
