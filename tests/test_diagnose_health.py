@@ -468,3 +468,23 @@ def test_spike_free_noisy_grad_norms_raise_few_false_alarms(sigma, test_seed):
     alarms = sum(detect_gradient_spikes(_grad_run(np.exp(sigma * np.random.default_rng(s + 40 * test_seed)
                                                          .standard_normal(300))), CFG).detected for s in range(40))
     assert alarms <= 2, alarms
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_flat_eval_reward_is_not_the_main_finding_while_the_training_reward_falls_away(seed):
+    """The plateau is judged on the evaluation reward when the log has it; when the training reward falls away
+    at the end meanwhile (its last 6 of 200 points crash), the plateau is still reported but marked as a fall,
+    never the main finding. With the training reward flat too, the plateau is the main finding."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(200, dtype=float)
+    train = 0.1 + 0.6 * (1 - np.exp(-t / 25)) + 0.03 * rng.standard_normal(200)
+    evals = np.where(t % 5 == 0, 0.1 + 0.6 * (1 - np.exp(-t / 25)) + 0.01 * rng.standard_normal(200), np.nan)
+    flat = diagnose(RunLog.from_columns({"reward_mean": train, "eval_reward": evals}, steps=t), validity=False)
+    assert flat.main_finding == "learning_plateau" and "fell" not in flat["learning_plateau"].panel_data
+    crash = train.copy()
+    crash[-6:] = 0.1 + 0.03 * rng.standard_normal(6)
+    d = diagnose(RunLog.from_columns({"reward_mean": crash, "eval_reward": evals}, steps=t), validity=False)
+    res = d["learning_plateau"]
+    assert res.panel_data["column"] == "eval_reward" and res.panel_data["fell"]["column"] == "reward_mean"
+    assert "reward_mean falls at the end of the run" in res.reason, res.reason
+    assert d.main_finding != "learning_plateau"

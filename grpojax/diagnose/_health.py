@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 from statistics import NormalDist
+from typing import NamedTuple
 
 import numpy as np
 
@@ -179,6 +180,45 @@ def _gain(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(r.slope) * span, float(r.stderr) * span
 
 
+class _Trailing(NamedTuple):
+    """The trailing stretches of a curve's last segment and which of them fall (see the plateau's docstring)."""
+
+    smooth: np.ndarray
+    rng: float
+    sigma: float
+    drop_bound: float
+    min_len: int
+    last_event: object
+    starts: range
+    gains: dict
+    falling: list
+
+
+def _trailing(s: np.ndarray, y: np.ndarray, col: str, cfg: DiagnoseConfig, events: dict | None,
+              collapse_onset: float | None = None) -> _Trailing:
+    """Every trailing stretch of the last segment of ``col`` (after its last event, and after a collapse onset)
+    of at least the plateau's shortest length, its least-squares gain, and those that confidently fall (the 95 %
+    upper bound of the gain below minus the decline bound; the noise is the robust one of the events, which a
+    fall does not inflate)."""
+    n = y.size
+    smooth = centred_mean(y, clip_window(n, 0.05, 3, 10))
+    rng = float(np.ptp(smooth))
+    min_len = int(min(cfg.plateau_min_points, max(4, n // 3)))  # sparse eval: a third of its points
+    sigma = noise_sd(y)
+    drop_bound = max(cfg.plateau_min_gain * rng, cfg.plateau_decline_sd * sigma)
+    sev = (events or {}).get(col)
+    last_event = sev.events[-1] if sev is not None and sev.events else None
+    first = 0
+    if last_event is not None:  # the last segment only: a trend is not judged across an event
+        first = int(np.searchsorted(s, last_event.step))
+    if collapse_onset is not None:  # a collapse ends a segment too (also of a series too short to segment)
+        first = max(first, int(np.searchsorted(s, collapse_onset)))
+    starts = range(min(first, max(n - min_len, 0)), n - min_len + 1, max(1, n // 200))
+    gains = {i: _gain(s[i:].astype(float), y[i:]) for i in starts}
+    falling = [i for i, (g, g_se) in gains.items() if g + 1.96 * g_se < -drop_bound]
+    return _Trailing(smooth, rng, sigma, drop_bound, min_len, last_event, starts, gains, falling)
+
+
 def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig, *, events: dict | None = None,
                             collapse_onset: float | None = None) -> ModeResult:
     """Learning plateau: a trailing flat stretch, with the best step (where to stop).
@@ -201,27 +241,14 @@ def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig, *, events: dict | 
     n = y.size
     if n < need:
         return _insufficient(mode, f">= {need} finite points of {col}", run, (col,))
-    smooth = centred_mean(y, clip_window(n, 0.05, 3, 10))
+    # two-sided: a stretch that confidently loses more than the decline bound is falling, not flat
+    tr = _trailing(s, y, col, cfg, events, collapse_onset)
+    smooth, sigma, drop_bound, min_len, last_event = tr.smooth, tr.sigma, tr.drop_bound, tr.min_len, tr.last_event
+    starts, gains, falling = tr.starts, tr.gains, tr.falling
     noise = float(np.std(np.diff(y)) / np.sqrt(2.0))
-    rng = float(np.ptp(smooth))
-    bound = max(cfg.plateau_min_gain * rng, 1.5 * noise)
-    min_len = int(min(cfg.plateau_min_points, max(4, n // 3)))  # sparse eval: a third of its points
-    # two-sided: a stretch that confidently loses more than this (the 95 % upper bound of its gain below
-    # -drop_bound) is falling, not flat; the noise is the robust one of the events (a fall does not inflate it)
-    sigma = noise_sd(y)
-    drop_bound = max(cfg.plateau_min_gain * rng, cfg.plateau_decline_sd * sigma)
-    sev = (events or {}).get(col)
-    last_event = sev.events[-1] if sev is not None and sev.events else None
-    first = 0
-    if last_event is not None:  # the last segment only: a trend is not judged across an event
-        first = int(np.searchsorted(s, last_event.step))
-    if collapse_onset is not None:  # a collapse ends a segment too (also of a series too short to segment)
-        first = max(first, int(np.searchsorted(s, collapse_onset)))
-    starts = range(min(first, max(n - min_len, 0)), n - min_len + 1, max(1, n // 200))
-    gains = {i: _gain(s[i:].astype(float), y[i:]) for i in starts}
+    bound = max(cfg.plateau_min_gain * tr.rng, 1.5 * noise)
     # every trailing stretch of the last segment is looked at: one that falls anywhere in it ends the search (a
     # rise then a fall can have a flat straight line; the plateau starts after the last falling stretch)
-    falling = [i for i, (g, g_se) in gains.items() if g + 1.96 * g_se < -drop_bound]
     last_fall = max(falling, default=-1)
     best_start, best = None, (float("nan"), float("nan"))
     for i in starts:  # the longest trailing stretch whose gain is bounded and neither rises nor falls significantly
@@ -308,6 +335,21 @@ def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig, *, events: dict | 
         res = dataclasses.replace(res, reason=f"the level {col} fell to (a decline of {drop:.3g} from step {frm:g}; "
                                               "a fall, not a plateau of learning): " + res.reason,
                                   panel_data=dict(res.panel_data, fell={"step": frm, "decline": drop}))
+    elif use_eval and run.count("reward_mean") >= 2 * cfg.plateau_min_points:
+        # the evaluation reward is flat, but the training reward may be falling away at the end of the run: the
+        # same test of its own last segment; a fall there is the news, not the plateau
+        st, yt = run.series("reward_mean")
+        ok = np.isfinite(st) & np.isfinite(yt)
+        st, yt = st[ok].astype(float), yt[ok]
+        other = _trailing(st, yt, "reward_mean", cfg, events) if yt.size >= 2 * cfg.plateau_min_points else None
+        if other is not None and other.falling:
+            j = min(other.falling, key=lambda i: other.gains[i][0] + 1.96 * other.gains[i][1])
+            frm, drop = float(st[j]), -other.gains[j][0]
+            res = dataclasses.replace(res, reason=f"{col} is flat, but reward_mean falls at the end of the run (a "
+                                                  f"decline of {drop:.3g} over steps {frm:g}-{st[-1]:g}; a fall, not "
+                                                  "a plateau of learning): " + res.reason,
+                                      panel_data=dict(res.panel_data, fell={"step": frm, "decline": drop,
+                                                                            "column": "reward_mean"}))
     return res
 
 
