@@ -193,6 +193,10 @@ class _Trailing(NamedTuple):
     gains: dict
     falling: list
 
+    def worst(self, js) -> int | None:
+        """The stretch among ``js`` with the largest confident decline (lowest 95 % upper bound of its gain)."""
+        return min(js, key=lambda j: self.gains[j][0] + 1.96 * self.gains[j][1]) if js else None
+
 
 def _trailing(s: np.ndarray, y: np.ndarray, col: str, cfg: DiagnoseConfig, events: dict | None,
               collapse_onset: float | None = None) -> _Trailing:
@@ -270,9 +274,7 @@ def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig, *, events: dict | 
                             g - 1.96 * g_se, 0.0, "<=", kind="gate", label="trailing gain, 95% lower bound"))
     # the largest confident decline of a trailing stretch within this one (this one included): none when the
     # search found a flat stretch; a fallback stretch at the end of the run may fall
-    def worst_of(js):
-        return min(js, key=lambda j: gains[j][0] + 1.96 * gains[j][1]) if js else None
-
+    worst_of = tr.worst
     inner = worst_of([j for j in falling if j >= i])
     ev.append(make_evidence(col, s[inner:] if inner is not None else seg,
                             "largest decline of a trailing stretch within it, 95% lower bound (falling, not flat, "
@@ -343,7 +345,7 @@ def detect_learning_plateau(run: RunLog, cfg: DiagnoseConfig, *, events: dict | 
         st, yt = st[ok].astype(float), yt[ok]
         other = _trailing(st, yt, "reward_mean", cfg, events) if yt.size >= 2 * cfg.plateau_min_points else None
         if other is not None and other.falling:
-            j = min(other.falling, key=lambda i: other.gains[i][0] + 1.96 * other.gains[i][1])
+            j = other.worst(other.falling)
             frm, drop = float(st[j]), -other.gains[j][0]
             res = dataclasses.replace(res, reason=f"{col} is flat, but reward_mean falls at the end of the run (a "
                                                   f"decline of {drop:.3g} over steps {frm:g}-{st[-1]:g}; a fall, not "
