@@ -126,6 +126,6 @@ def test_score_leaves_out_weak_labels_only(tmp_path):
     (tmp_path / "INDEX.tsv").write_text("\n".join(lines) + "\n")
     table = score.rows(tmp_path)
     assert {r["run"]: r["label"] for r in table} == {"clear": True, "noise": True, "control": False}
-    kept = {r["run"] for r in score.strong(tmp_path, table)}
+    kept = {r["run"] for r in score.strong(table)}
     p_noise = N.permutation_p(t, noise, 2000)[1]
     assert kept == ({"clear", "control"} | ({"noise"} if p_noise < 0.05 else set()))

@@ -66,7 +66,7 @@ def rows(folder: pathlib.Path) -> list[dict]:
                     "label_onset": lab["onset"] if lab else None, "detected": c.detected,
                     "onset": info.get("onset"), "span": span,
                     "precursors": [(p["metric"], p["lead"]) for p in info.get("precursors", [])],
-                    "main": res.main_finding})
+                    "main": res.main_finding, "log": run})
     return out
 
 
@@ -98,13 +98,12 @@ def ids_at(folder: pathlib.Path, commit: str) -> set[str]:
     return {r["id"] for r in csv.DictReader(text.splitlines(), delimiter="\t")}
 
 
-def strong(folder: pathlib.Path, table: list[dict], shuffles: int = 2000, level: float = 0.05) -> list[dict]:
-    """The table with the weak labels left out: collapses whose permutation p-value (``label_rule_noise.py``)
-    is at or above ``level``. Controls are kept."""
+def strong(table: list[dict], shuffles: int = 2000, level: float = 0.05) -> list[dict]:
+    """The table (of :func:`rows`) with the weak labels left out: collapses whose permutation p-value
+    (``label_rule_noise.py``) is at or above ``level``. Controls are kept."""
     from label_rule_noise import run_p_value  # noqa: PLC0415
 
-    runs = {name: run for name, _, run in _runs(folder)}
-    return [r for r in table if not r["label"] or run_p_value(runs[r["run"]], shuffles)[2] < level]
+    return [r for r in table if not r["label"] or run_p_value(r["log"], shuffles)[2] < level]
 
 
 def main(argv=None) -> int:
@@ -124,7 +123,7 @@ def main(argv=None) -> int:
         print(f"runs added since {a.since}: {len(table)}")
     if a.strong:
         n = sum(r["label"] for r in table)
-        table = strong(folder, table)
+        table = strong(table)
         print(f"strong labels: {sum(r['label'] for r in table)} of {n} collapses")
     for r in table:
         print(f"{r['run'][:58]:58s} label={'collapse' if r['label'] else '-':8s} at {r['label_onset']!s:6s} "
