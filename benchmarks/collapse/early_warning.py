@@ -92,17 +92,16 @@ def events_before(run, t_half: float, span: float) -> tuple[int, int]:
     from grpojax.diagnose import DEFAULT_CONFIG
     from grpojax.diagnose._events import detect_events
     from grpojax.monitor import AlertConfig
-    from grpojax.monitor._alerts import PRECURSOR_DIRECTIONS
+    from grpojax.monitor._alerts import is_precursor
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         events = detect_events(run, DEFAULT_CONFIG)
     cfg = AlertConfig()
-    size, since = cfg.min_event_size, t_half - (LOOKBACK + cfg.recent) * span
+    since = t_half - (LOOKBACK + cfg.recent) * span
     found = [(m, e) for m, se in events.items() if m not in ("reward_mean", "eval_reward") for e in se.events
              if since <= e.step < t_half]
-    eligible = [1 for m, e in found if e.direction in PRECURSOR_DIRECTIONS.get(m, ()) and abs(e.size) >= size]
-    return len(found), len(eligible)
+    return len(found), sum(is_precursor(m, e, cfg) for m, e in found)
 
 
 def score_run(rid: str, repo: str, run, every: int) -> dict:

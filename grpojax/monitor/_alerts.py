@@ -38,7 +38,7 @@ from pydantic import Field, field_validator
 from grpojax._config import Config, Finite, Int
 
 __all__ = ["ALERT_KIND", "ALERT_LEVELS", "PRECURSOR_DIRECTIONS", "AlertConfig", "AlertTracker", "collapse_risk",
-           "escape_risk", "precursor_events"]
+           "escape_risk", "is_precursor", "precursor_events"]
 
 ALERT_KIND = "collapse-risk"
 ALERT_LEVELS = ("info", "warning", "critical")
@@ -122,6 +122,12 @@ class AlertConfig(Config):
             raise ValueError(f"expected precursor metrics among {', '.join(PRECURSOR_DIRECTIONS)}; "
                              f"unknown: {', '.join(map(str, unknown))}")
         return v
+
+
+def is_precursor(metric: str, event, cfg: AlertConfig) -> bool:
+    """Whether an event of ``metric`` counts as a precursor: a metric of :data:`PRECURSOR_DIRECTIONS`, in one of
+    its directions, at least ``cfg.min_event_size`` noise sd."""
+    return event.direction in PRECURSOR_DIRECTIONS.get(metric, ()) and abs(event.size) >= cfg.min_event_size
 
 
 def _rank(level: str | None) -> int:
@@ -230,12 +236,11 @@ def collapse_risk(run, events: dict, *, stability: dict | None = None, escape: f
         k = max(int(cfg.recent_points), math.ceil(cfg.recent * rw["n"]))
         since = float(s[max(0, rw["n"] - k)])
         warm = float(s[min(rw["n"] - 1, cfg.min_progress - 1)])
-        for m, dirs in PRECURSOR_DIRECTIONS.items():
+        for m in PRECURSOR_DIRECTIONS:
             se = events.get(m)
             if se is None:
                 continue
-            hits = [e for e in se.events if e.step >= since and e.step > warm and e.direction in dirs
-                    and abs(e.size) >= cfg.min_event_size]
+            hits = [e for e in se.events if e.step >= since and e.step > warm and is_precursor(m, e, cfg)]
             if hits:
                 e = hits[-1]
                 precursors.append(dict(metric=m, step=float(e.step), direction=e.direction, size=float(e.size),
