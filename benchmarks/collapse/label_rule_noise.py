@@ -30,11 +30,11 @@ import sys
 import time
 
 import numpy as np
-from scipy.stats import binomtest
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from label_rule import label_curve  # noqa: E402
+from score_simulated import binom_ci  # noqa: E402
 
 LENGTHS = (30, 50, 100, 200, 400)
 RISES = (0.0, 3.0, 10.0)
@@ -61,8 +61,7 @@ def cell(n: int, rise: float, kind: str, curves: int, seed: int) -> dict:
         det += collapse_onset(s, y) is not None
 
     def rate(k: int) -> tuple[float, float, float]:
-        ci = binomtest(k, curves).proportion_ci(0.95, method="exact")
-        return k / curves, float(ci.low), float(ci.high)
+        return (k / curves, *binom_ci(k, curves))
 
     return dict(n=n, rise=rise, kind=kind, curves=curves, label=lab, detector=det, label_rate=rate(lab),
                 detector_rate=rate(det))
