@@ -129,3 +129,18 @@ def test_score_leaves_out_weak_labels_only(tmp_path):
     kept = {r["run"] for r in score.strong(table)}
     p_noise = N.permutation_p(t, noise, 2000)[1]
     assert kept == ({"clear", "control"} | ({"noise"} if p_noise < 0.05 else set()))
+
+
+def test_the_label_benchmarks_refuse_bad_input_in_one_line(tmp_path, capsys):
+    """A commit that does not exist, or a count below 1, is a one-line usage error naming the value (exit 2),
+    before any run is read."""
+    import label_rule_noise as N  # noqa: PLC0415
+    import score  # noqa: PLC0415
+
+    for main, argv, name in ((score.main, [str(ROOT / "benchmarks" / "collapse_corpus"), "--since", "no-such-commit"],
+                              "no-such-commit"),
+                             (N.main, ["--curves", "0"], "'0'"), (N.main, ["--corpus", "--shuffles", "-3"], "'-3'")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exc.value.code == 2 and name in err[-1], err

@@ -100,12 +100,22 @@ def corpus_p_values(shuffles: int, seed: int = 0) -> list[dict]:
     return out
 
 
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
+    return v
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--curves", type=int, default=400, help="curves per cell (default 400)")
+    ap.add_argument("--curves", type=_positive, default=400, help="curves per cell (default 400)")
     ap.add_argument("--quick", action="store_true", help="20 curves per cell and two lengths (a smoke run)")
     ap.add_argument("--corpus", action="store_true", help="permutation p-values of the corpus's labelled collapses")
-    ap.add_argument("--shuffles", type=int, default=2000, help="random orders per run with --corpus (default 2000)")
+    ap.add_argument("--shuffles", type=_positive, default=2000, help="random orders per run with --corpus (default 2000)")
     a = ap.parse_args(argv)
     if a.corpus:
         rows = corpus_p_values(a.shuffles)

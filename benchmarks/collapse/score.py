@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import pathlib
+import subprocess
 import sys
 import warnings
 
@@ -89,8 +90,6 @@ def per_repo(table: list[dict]) -> dict[str, dict]:
 
 def ids_at(folder: pathlib.Path, commit: str) -> set[str]:
     """The run ids of ``folder``'s manifest as committed at ``commit``."""
-    import subprocess  # noqa: PLC0415
-
     root = HERE.parents[1]
     rel = (folder.resolve() / "MANIFEST.tsv").relative_to(root)
     text = subprocess.run(["git", "-C", str(root), "show", f"{commit}:{rel.as_posix()}"], check=True,
@@ -116,9 +115,15 @@ def main(argv=None) -> int:
                     help="leave out the collapses whose label has a permutation p-value >= 0.05 (2,000 orders)")
     a = ap.parse_args(sys.argv[1:] if argv is None else argv)
     folder = pathlib.Path(a.folder)
-    table = rows(folder)
+    old = None
     if a.since:
-        old = ids_at(folder, a.since)
+        try:
+            old = ids_at(folder, a.since)
+        except (subprocess.CalledProcessError, OSError, ValueError) as exc:
+            ap.error(f"--since {a.since!r}: expected a commit whose tree holds {folder / 'MANIFEST.tsv'} "
+                     f"({exc.__class__.__name__})")
+    table = rows(folder)
+    if old is not None:
         table = [r for r in table if r["run"] not in old]
         print(f"runs added since {a.since}: {len(table)}")
     if a.strong:
