@@ -12,6 +12,9 @@
 - :func:`advise`: damping ratio, exact stability margin and the η, K_ref and G ranges of ``grpojax advise``;
   :func:`in_advised_range` is its vectorised verdict; :func:`advise` returns an :class:`Advice`;
   :func:`curvature_from_rate` turns the fitted rate of a reward curve into the curvature it implies.
+- :func:`escape_sweep_bound`: the largest learning rate of a measured sweep whose P(escape) is bounded by a level
+  at a stated confidence (a :class:`SweepBound`; :func:`read_escape_sweep` reads a sweep's file), the measured
+  cap ``advise --escape-sweep`` keeps beside the escape model's.
 - :func:`run_status`: whether the run in a run folder is running, finished or stale (its ``summary.json``
   says ``running`` but the process that wrote it is gone); a :class:`RunStatus`. ``grpojax status`` and
   ``grpojax watch`` report it.
@@ -25,6 +28,7 @@ Example:
 
 from grpojax.monitor._advisor import Advice, advise, curvature_from_rate, in_advised_range
 from grpojax.monitor._alerts import ALERT_LEVELS, AlertConfig, collapse_risk
+from grpojax.monitor._escape_sweep import SweepBound, SweepLevel, escape_sweep_bound, read_escape_sweep
 from grpojax.monitor._engine import MonitorConfig, WatchReport, WatchState, init_state, update
 from grpojax.monitor._hooks import Hook, MonitorHook, attach, trl_callback
 from grpojax._run_status import RunStatus, run_status
@@ -35,13 +39,17 @@ __all__ = [
     "MonitorConfig",
     "MonitorHook",
     "RunStatus",
+    "SweepBound",
+    "SweepLevel",
     "WatchReport",
     "WatchState",
     "advise",
     "attach",
     "curvature_from_rate",
+    "escape_sweep_bound",
     "in_advised_range",
     "init_state",
+    "read_escape_sweep",
     "run_status",
     "trl_callback",
     "update",
