@@ -100,9 +100,25 @@ def probe(out: pathlib.Path, quick: bool, log=print):
     sweep = dict(experiment=NAME, quick=quick, git_head=atlas.git_head(), steps=400, ratio=RATIO, powers=list(POWERS),
                  seeds=list(seeds), label_rule=atlas.RULE_TEXT, program_wall_s=walls,
                  wall_s=time.perf_counter() - t0, load=load_average(),
-                 runs=[{k: m[k] for k in ("cell", "repeats", "power", "eta", "seed", "regime", "escaped")} for m in runs])
+                 rates=_compact(runs, seeds))
     write_json(out, "probe.json", sweep)
     return sweep
+
+
+def _compact(runs, seeds):
+    """One row per (cell, rate): its eta and the regime of each seed, in the order of ``seeds``."""
+    rows = {}
+    for m in runs:
+        r = rows.setdefault((m["cell"], m["power"]), dict(cell=m["cell"], repeats=m["repeats"], power=m["power"],
+                                                         eta=m["eta"], regimes={}))
+        r["regimes"][m["seed"]] = m["regime"]
+    return [{**r, "regimes": [r["regimes"][sd] for sd in seeds]} for r in rows.values()]
+
+
+def sweep_runs(sweep, cell):
+    """The (eta, escaped) pairs of one cell of a sweep: escaped = unstable by the atlas's regime rule."""
+    pairs = [(r["eta"], g != "stable") for r in sweep["rates"] if r["cell"] == cell for g in r["regimes"]]
+    return [e for e, _ in pairs], [x for _, x in pairs]
 
 
 def predict(out: pathlib.Path, quick: bool, sweep: dict, log=print):
@@ -110,9 +126,7 @@ def predict(out: pathlib.Path, quick: bool, sweep: dict, log=print):
     rows = []
     for c in cells(quick):
         name = chk.cell_name(c)
-        mine = [r for r in sweep["runs"] if r["cell"] == name]
-        b = escape_sweep_bound([r["eta"] for r in mine], [r["escaped"] for r in mine], level=LEVEL,
-                               confidence=CONFIDENCE)
+        b = escape_sweep_bound(*sweep_runs(sweep, name), level=LEVEL, confidence=CONFIDENCE)
         eta = None if b.eta is None else min(c["eta_advised"], b.eta)
         rows.append(dict(cell=name, rule=c["rule"], optimizer=c["optimizer"], mu=c["mu"], k_ref=c["k_ref"],
                          repeats=c["repeats"], eta_star=c["eta_star"], eta_model=c["eta_advised"],
@@ -168,7 +182,7 @@ def write_markdown(out, pred, sweep, sc, walls, total_s, cmd):
     lev = pred["level"]
     L = [f"# A measured sweep under advise's escape cap: the policy network's atlas cells "
          f"({'quick' if pred['quick'] else 'full'})", "",
-         f"Command: `{cmd}`. The sweep: {len(sweep['runs'])} runs ({len(sweep['seeds'])} seeds x {len(sweep['powers'])} "
+         f"Command: `{cmd}`. The sweep: {sum(len(r['regimes']) for r in sweep['rates'])} runs ({len(sweep['seeds'])} seeds x {len(sweep['powers'])} "
          f"rates per cell, eta_adv x {sweep['ratio']:g}^k, k = {sweep['powers'][0]} .. {sweep['powers'][-1]}), "
          f"{sweep['wall_s']:.0f} s ({sweep['load']} before). The check: {len(pred['seeds'])} new seeds per advised "
          f"cell, programs {', '.join(f'x{k}: {v:.0f} s' for k, v in walls.items())}; whole stage {total_s:.0f} s.",
