@@ -148,6 +148,13 @@ def add_escape_args(p) -> None:
                    metavar="C", help="growth c >= 0 of the step's noise variance with the reward error e, "
                                      "σ²/B · (1 + c e²), measured from the noise at displaced points "
                                      "(default 0: additive noise)")
+    p.add_argument("--escape-sweep", type=in_path, default=None, metavar="FILE",
+                   help="a measured sweep: a CSV (header eta,escaped[,steps]) or JSON-lines file, one run per row, "
+                        "runs at least --steps long at several learning rates, each marked escaped or not; the "
+                        "largest rate it certifies (P(escape) <= --escape-level at --sweep-confidence) caps the "
+                        "advised η beside the escape model")
+    p.add_argument("--sweep-confidence", type=Real(0, 1, lo_open=True, hi_open=True, what="a confidence"),
+                   default=0.95, help="confidence of the sweep's bound (default 0.95)")
     add_batch_reuse_arg(p)
 
 
@@ -214,12 +221,22 @@ def run(args) -> int:
         from grpojax.dynamics import noise_from_reward_std
 
         noise = float(noise_from_reward_std(args.reward_std, args.group_size))
+    sweep = None
+    if args.escape_sweep is not None:
+        from grpojax._errors import InvalidValueError  # noqa: PLC0415
+        from grpojax.monitor import read_escape_sweep  # noqa: PLC0415
+
+        try:
+            sweep = read_escape_sweep(args.escape_sweep, steps=args.steps)
+        except InvalidValueError as exc:
+            raise CLIError(f"--escape-sweep {exc}") from None
     a = advise(eta=args.eta, mu=args.mu, beta1=args.beta1, k_ref=args.k_ref, staleness=args.staleness, lag=lag,
                group_size=args.group_size, curvature=curvature, k_instant=args.k_instant, noise=noise,
                pass_rate=pass_rate, zero_std_target=args.zero_std_target, zeta_band=tuple(args.zeta_band),
                margin=args.margin, curvature_source=source, steps=args.steps, basin=args.basin,
                escape_level=args.escape_level, prompts_per_step=args.prompts_per_step,
-               batch_reuse=args.batch_reuse, noise_growth=args.noise_growth)
+               batch_reuse=args.batch_reuse, noise_growth=args.noise_growth, escape_sweep=sweep,
+               sweep_confidence=args.sweep_confidence)
     if settings is not None and args.schedule is None and settings.schedule in SCHEDULES:
         args.schedule, args.warmup = settings.schedule, int(settings.warmup_steps or 0)
     if args.noise_growth and args.beta1 is not None and args.schedule is not None:
@@ -242,6 +259,8 @@ def run(args) -> int:
               f"{', one batch per refresh' if args.batch_reuse else ''}"
               f"{f', noise growth c = {args.noise_growth:g}' if args.noise_growth else ''}; "
               f"≤ {a.escape_level:g} up to η = {a.eta_escape:.3g})")
+    if a.escape_sweep is not None:
+        t.add_row("measured escape sweep", a.escape_sweep.describe())
     t.add_row("advised η", f"{a.eta_range[0]:.3g} – {a.eta_range[1]:.3g}" if a.eta_range else "none at this K_ref")
     t.add_row(f"advised {kname}", f"{a.k_range[0]} – {a.k_range[1]}" if a.k_range else "none at this η")
     t.add_row("this configuration", "inside the advised range" if a.in_range else "OUTSIDE the advised range")

@@ -66,6 +66,8 @@ class Advice(NamedTuple):
         escape_level: the bound on P(escape) the advised η range keeps (when ``steps`` is given).
         eta_escape: the largest η (user's units) with P(escape within T) ≤ ``escape_level`` (η*_exact when
             P stays below it up to η*); None without ``steps``.
+        escape_sweep: the measured bound from a sweep of runs (:class:`grpojax.monitor.SweepBound`), when one was
+            given; its certified η caps the advised range as well.
     """
 
     inputs: dict
@@ -98,11 +100,13 @@ class Advice(NamedTuple):
     samples_per_step: int | None = None
     escape_level: float = _defaults.ESCAPE_LEVEL
     eta_escape: float | None = None
+    escape_sweep: object | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready dict (``noise_std`` keys as strings)."""
         d = self._asdict()
         d["noise_std"] = {str(k): v for k, v in self.noise_std.items()}
+        d["escape_sweep"] = None if self.escape_sweep is None else self.escape_sweep.to_dict()
         d["notes"] = list(self.notes)
         return d
 
@@ -216,7 +220,8 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
            pass_rate: float | None = None, zero_std_target: float = _defaults.ZERO_STD_TARGET,
            zeta_band: tuple = ZETA_BAND, margin: float = _defaults.ADVICE_MARGIN, curvature_source: str | None = None,
            steps: int | None = None, basin: float | None = None, escape_level: float = _defaults.ESCAPE_LEVEL,
-           prompts_per_step: int = 1, noise_growth: float = 0.0, batch_reuse: bool = False) -> Advice:
+           prompts_per_step: int = 1, noise_growth: float = 0.0, batch_reuse: bool = False,
+           escape_sweep: tuple | None = None, sweep_confidence: float = 0.95) -> Advice:
     """Damping ratio, exact stability margin and advised ranges of η, K_ref (or S) and G.
 
     Args:
@@ -250,6 +255,11 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
             (TRL's ``num_iterations``, verl's ``ppo_epochs``): the sampling noise is drawn once per period and
             held (``grpojax.dynamics.escape_probability``; periodic lag, heavy ball only). Default False: a
             fresh draw every step.
+        escape_sweep: ``(eta, escaped)``: a measured sweep, runs as long as the planned one at several learning
+            rates (user's units), each marked escaped or not (:func:`grpojax.monitor.escape_sweep_bound`). The
+            largest rate it certifies, P(escape) ≤ ``escape_level`` at ``sweep_confidence``, caps the advised η
+            range beside the escape model; where it certifies none, no η is advised. None (default): no sweep.
+        sweep_confidence: the confidence of the sweep's bound, in (0, 1) (default 0.95).
 
     Returns:
         :class:`Advice`.
@@ -350,6 +360,16 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
                      f"P(leaving |p − p*| ≤ {esc['basin']:.3g} within {int(steps)} steps) = "
                      f"{esc['probability']:.3g} at this η; ≤ {escape_level:g} up to η = {esc['eta_hb'] / scale:.3g} "
                      f"(noise σ²/B with B = {int(group_size) * int(prompts_per_step)} samples per step)")
+    sweep = None
+    if escape_sweep is not None:
+        from grpojax.monitor._escape_sweep import escape_sweep_bound  # noqa: PLC0415
+
+        if not (isinstance(escape_sweep, (tuple, list)) and len(escape_sweep) == 2):
+            raise InvalidValueError(f"escape_sweep must be a pair (eta, escaped) of per-run sequences, got "
+                                    f"{type(escape_sweep).__name__}")
+        sweep = escape_sweep_bound(*escape_sweep, level=escape_level, confidence=sweep_confidence)
+        cap = min(cap, 0.0 if sweep.eta is None else sweep.eta * scale)
+        notes.append(f"measured sweep: {sweep.describe()}")
     c_zero = (1.0 - m) / (curvature * float(_tau(k, lag))) if float(_tau(k, lag)) > 0 else 1e6
     top = min(c_zero, 1e6)
     e_lo = float(_eta_for_zeta(band[1], m, k, curvature, lag, k_instant, top))
@@ -360,6 +380,8 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
                                    eta_crit_exact=eta_star_hb, zeta_band=band, margin=margin))
     if esc is not None:
         inside = inside and esc["probability"] <= escape_level
+    if sweep is not None:
+        inside = inside and sweep.eta is not None and eta <= sweep.eta
     gs = sorted({2, 4, 8, 16, 32, 64, 128, 256, int(group_size)})
     noise_std = {g: float(np.sqrt(float(stationary_variance(p, g)))) for g in gs}
     zfrac = zero_std_fraction(pass_rate, int(group_size)) if pass_rate is not None else None
@@ -372,7 +394,7 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
                   pass_rate, zfrac, float(zero_std_target), g_need, curvature_source or "given", tuple(notes),
                   *((esc["probability"], int(steps), esc["basin"], esc["samples"], float(escape_level),
                      esc["eta_hb"] / scale) if esc is not None else (None, None, None, None, float(escape_level),
-                                                                     None)))
+                                                                     None)), sweep)
 
 
 def _escape(eta_hb, mu, k, curvature, lag, k_instant, noise, samples, basin, pass_rate, steps, level, eta_star_hb,

@@ -20,7 +20,7 @@ Then:
    the guarantee holds for the certified η and, by the monotonicity, for every smaller η.
 
 :func:`read_escape_sweep` reads such a sweep from a CSV or JSON-lines file (columns ``eta``, ``escaped`` and,
-optionally, ``steps``).
+optionally, ``steps``), or from a population's ``population.json``.
 """
 
 from __future__ import annotations
@@ -140,7 +140,10 @@ def escape_sweep_bound(eta, escaped, *, level: float = 0.05, confidence: float =
             flag that is not a boolean or 0/1, or ``level``/``confidence`` outside (0, 1).
     """
     level, confidence = _probability("level", level), _probability("confidence", confidence)
-    e = np.asarray(eta, dtype=float).reshape(-1) if np.size(eta) else np.zeros(0)
+    try:
+        e = np.asarray(eta, dtype=float).reshape(-1) if np.size(eta) else np.zeros(0)
+    except (TypeError, ValueError):
+        raise InvalidValueError(f"eta must be learning rates (numbers), got {eta!r:.80}") from None
     raw = list(np.asarray(escaped, dtype=object).reshape(-1)) if np.size(escaped) else []
     if e.size == 0:
         raise InvalidValueError("the sweep holds no runs; give at least one (eta, escaped) pair")
@@ -148,7 +151,7 @@ def escape_sweep_bound(eta, escaped, *, level: float = 0.05, confidence: float =
         raise InvalidValueError(f"the sweep has {e.size} learning rates but {len(raw)} escape flags; give one per run")
     bad = np.flatnonzero(~(np.isfinite(e) & (e > 0)))
     if bad.size:
-        raise InvalidValueError(f"run {int(bad[0])}: learning rate {e[bad[0]]!r}; expected a finite number > 0")
+        raise InvalidValueError(f"run {int(bad[0])}: learning rate {float(e[bad[0]])!r}; expected a finite number > 0")
     flags = np.zeros(e.size, dtype=bool)
     for i, f in enumerate(raw):
         if isinstance(f, (bool, np.bool_)) or (isinstance(f, (int, np.integer, float)) and f in (0, 1)):
@@ -174,12 +177,32 @@ def escape_sweep_bound(eta, escaped, *, level: float = 0.05, confidence: float =
                       tuple(levels), int(e.size), int(flags.sum()))
 
 
+_PER_RUN = ("lr", "seed", "name")  # what may differ between the members of one sweep
+
+
+def _population_rows(p: pathlib.Path, pop: dict) -> list[dict]:
+    """The rows of a population's ``population.json`` (``grpojax train --population``): a member's peak lr, whether
+    it diverged, and the population's steps; the members must differ in the lr and the seed only."""
+    members = pop["members"]
+    settings = [{k: v for k, v in (m.get("member") or {}).items() if k not in _PER_RUN} for m in members]
+    for key in sorted({k for s in settings for k in s}):
+        values = {json.dumps(s.get(key)) for s in settings}
+        if len(values) > 1:
+            raise InvalidValueError(f"{p}: the members differ in {key} ({', '.join(sorted(values))}); a sweep is one "
+                                    "configuration at several learning rates and seeds")
+    return [dict(eta=(m.get("member") or {}).get("lr"), escaped=m.get("diverged"), steps=pop.get("steps"))
+            for m in members]
+
+
 _TRUE = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 def read_escape_sweep(path, *, steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Read a sweep: a CSV file (header row) or JSON lines, one run per row, with ``eta`` (the learning rate),
-    ``escaped`` (true/false or 1/0) and optionally ``steps`` (the run's length in optimizer steps).
+    ``escaped`` (true/false or 1/0) and optionally ``steps`` (the run's length in optimizer steps); or the
+    ``population.json`` of ``grpojax train --population``, whose members must differ in ``lr`` and ``seed`` only:
+    a member escaped when it diverged (a collapse without a divergence is not counted: write a CSV from your own
+    verdicts to count it).
 
     Args:
         path: the file (``.csv``, or ``.jsonl``/``.json`` with one object per line).
@@ -197,7 +220,15 @@ def read_escape_sweep(path, *, steps: int | None = None) -> tuple[np.ndarray, np
         text = p.read_text()
     except OSError as exc:
         raise InvalidValueError(f"{p}: {exc.strerror or exc}") from None
-    if p.suffix.lower() == ".csv":
+    whole = None
+    if p.suffix.lower() == ".json":
+        try:
+            whole = json.loads(text)
+        except json.JSONDecodeError:
+            whole = None
+    if isinstance(whole, dict) and isinstance(whole.get("members"), list):
+        rows = _population_rows(p, whole)
+    elif p.suffix.lower() == ".csv":
         rows = list(csv.DictReader(text.splitlines()))
     else:
         rows = []
