@@ -374,6 +374,11 @@ def test_cli_train_population_writes_canonical_logs(tmp_path):
         assert list(log.steps[-3:]) == [1, 2, 3]
         assert log.meta.get("k_ref") == 1 and log.meta.get("mu") == 0.9
         assert "reward_mean" in log.columns or "reward_mean" in getattr(log, "metrics", {})
+    # the population is a learning-rate sweep advise reads: each member's lr and whether it diverged
+    from grpojax.monitor import read_escape_sweep
+
+    eta, escaped = read_escape_sweep(out / "population.json", steps=3)
+    assert eta.tolist() == [0.01, 0.05] and escaped.tolist() == [m["diverged"] for m in table["members"]]
 
 
 def test_the_population_files_of_the_docs_load(tmp_path):

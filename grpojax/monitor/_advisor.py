@@ -370,6 +370,10 @@ def advise(*, eta: float, group_size: int, mu: float | None = None, beta1: float
         sweep = escape_sweep_bound(*escape_sweep, level=escape_level, confidence=sweep_confidence)
         cap = min(cap, 0.0 if sweep.eta is None else sweep.eta * scale)
         notes.append(f"measured sweep: {sweep.describe()}")
+    elif esc is not None:
+        notes.append("the escape cap is the model's: on the networks it was checked on, runs left the plateau above "
+                     "the level at the model's cap in most configurations (momentum and few samples per step "
+                     "worst); a measured sweep (escape_sweep, advise --escape-sweep) bounds P(escape) from runs")
     c_zero = (1.0 - m) / (curvature * float(_tau(k, lag))) if float(_tau(k, lag)) > 0 else 1e6
     top = min(c_zero, 1e6)
     e_lo = float(_eta_for_zeta(band[1], m, k, curvature, lag, k_instant, top))
