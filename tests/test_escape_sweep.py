@@ -199,3 +199,17 @@ def test_the_command_line_names_a_bad_sweep_file(tmp_path, capsys):
                "--steps", "400", "--escape-sweep", str(tmp_path / "s.csv")])
     err = capsys.readouterr().err
     assert rc != 0 and "--escape-sweep" in err and "ran 100 steps, fewer than the planned 400" in err
+
+
+def test_along_a_schedule_the_sweep_caps_the_advised_peak_lr(tmp_path, capsys):
+    from grpojax.cli._app import main
+
+    (tmp_path / "s.csv").write_text("eta,escaped\n" + "0.001,false\n" * 60 + "0.002,true\n" * 5)
+    args = ["advise", "--eta", "0.008", "--mu", "0.9", "--k-ref", "4", "--group-size", "8", "--curvature", "0.5",
+            "--steps", "400", "--schedule", "cosine", "--json", "-"]
+    assert main(args) == 0
+    free = json.loads(capsys.readouterr().out)["schedule"]
+    assert main([*args, "--escape-sweep", str(tmp_path / "s.csv")]) == 0
+    sched = json.loads(capsys.readouterr().out)["schedule"]
+    assert sched["advised_peak_lr"] == pytest.approx(free["advised_peak_lr"]) and free["advised_peak_lr"] > 0.001
+    assert sched["advised_peak_lr_with_sweep"] == pytest.approx(0.001)

@@ -279,9 +279,16 @@ def run(args) -> int:
     if probe is not None:
         out["probe"] = {k: v for k, v in probe.items()}
     if sched is not None:
+        if a.escape_sweep is not None:  # the sweep's runs ran the schedule: its certified rate is a peak lr
+            cert = a.escape_sweep.eta
+            sched["advised_peak_lr_with_sweep"] = None if cert is None else min(sched["advised_peak_lr"], cert)
         out["schedule"] = sched
         for name, value in schedule_rows(sched):
             t.add_row(name, value)
+        if a.escape_sweep is not None:
+            v = sched["advised_peak_lr_with_sweep"]
+            t.add_row("advised peak lr with the measured sweep", "none (the sweep certifies no rate)" if v is None
+                      else f"{v:.4g} (the sweep's runs are taken to have run this schedule)")
     rows = [{"quantity": k, "value": v} for k, v in out.items() if not isinstance(v, (dict, list, tuple))]
     say = err_console if to_stdout(args) else console
     if not emit_rows(args, rows, extra=out):
