@@ -363,6 +363,11 @@ REGISTRY: dict[str, Entry] = {
         Entry(_TRAIN, reason="needs the user's my_run.yaml"),
     "grpojax train --config smollm2-arith --out out/smollm2-arith": Entry(_TRAIN, reason="downloads a model"),
     "grpojax train --population population.yaml --out out/population": Entry(_TRAIN, reason="needs the user's population.yaml"),
+    "grpojax train --population sweep.yaml --out out/sweep": Entry(_TRAIN, reason="needs the user's sweep.yaml"),
+    "grpojax advise --eta 0.008 --mu 0.9 --k-ref 4 --group-size 8 --curvature 0.5 --steps 400 --escape-sweep "
+    "out/sweep/population.json":
+        Entry("grpojax.monitor.advise", reason="reads the population.json of the user's sweep; "
+              "tests/test_escape_sweep.py compares --escape-sweep with Python on a sweep file"),
     "grpojax reproduce --quick --out out/report": Entry("grpojax.sweep.sweep_preset", reason="runs the experiments (minutes)"),
     "grpojax reproduce --only thresholds_table --out out/report": Entry("grpojax.dynamics.exact_critical_a", reason="runs an experiment"),
     "grpojax convert-gguf SmolLM2-135M-Instruct.Q4_1.gguf models/smollm2-135m-instruct":
