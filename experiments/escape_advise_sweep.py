@@ -245,17 +245,17 @@ def write_markdown(out, pred, sweep, sc, walls, total_s, cmd):
     (out / f"{NAME}.md").write_text("\n".join(L) + "\n")
 
 
-def main(argv=None):
-    ap = experiment_parser(NAME, __doc__, quick_help="rule none, momentum 0.9, K_ref 1 and 4, few seeds")
-    ap.add_argument("--stage", choices=("all", "probe", "predict", "run"), default="all",
-                    help="probe: the sweep; predict: the advice from the committed sweep; run: the check")
-    args = parse_args(ap, argv)
+def stages(args, name, probe, predict, run):
+    """The stages of a pre-registered sweep check: ``probe(out, quick)`` (the sweep, ``probe.json``),
+    ``predict(out, quick, sweep)`` (``predictions.json``) and ``run(pred)`` (the check against the committed
+    predictions), as far as ``args.stage`` asks. Returns None when it stops before the check, else
+    ``(args, out, sweep, pred, run's result, the check's wall seconds, the command line)``."""
     out, t0 = args.out, time.perf_counter()
     if args.stage in ("all", "probe"):
-        sweep = probe(out, args.quick)
+        probe(out, args.quick)
         print(f"wrote {out / 'probe.json'}")
         if args.stage == "probe":
-            return 0
+            return None
     sweep = json.loads((out / "probe.json").read_text())
     if sweep["quick"] != args.quick:
         raise SystemExit(f"{out / 'probe.json'} was written with quick={sweep['quick']}; pass the same --quick")
@@ -263,13 +263,24 @@ def main(argv=None):
         predict(out, args.quick, sweep)
         print(f"wrote {out / 'predictions.json'}")
         if args.stage == "predict":
-            return 0
+            return None
     pred = committed_predictions(out, args.quick)
     t1 = time.perf_counter()
-    sc, walls = run(pred)
+    result = run(pred)
     total_s = time.perf_counter() - (t1 if args.stage == "run" else t0)
-    cmd = f"python experiments/{NAME}.py" + (" --quick" if args.quick else "") + \
+    cmd = f"python experiments/{name}.py" + (" --quick" if args.quick else "") + \
         (f" --stage {args.stage}" if args.stage != "all" else "")
+    return args, out, sweep, pred, result, total_s, cmd
+
+
+def main(argv=None):
+    ap = experiment_parser(NAME, __doc__, quick_help="rule none, momentum 0.9, K_ref 1 and 4, few seeds")
+    ap.add_argument("--stage", choices=("all", "probe", "predict", "run"), default="all",
+                    help="probe: the sweep; predict: the advice from the committed sweep; run: the check")
+    done = stages(parse_args(ap, argv), NAME, probe, predict, run)
+    if done is None:
+        return 0
+    args, out, sweep, pred, (sc, walls), total_s, cmd = done
     claims = [Claim(
         f"advise with a measured sweep never advises a learning rate whose measured escape rate over the planned "
         f"run exceeds its level ({LEVEL:g}) on the policy network's atlas cells",

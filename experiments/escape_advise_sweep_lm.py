@@ -26,19 +26,17 @@ the pipeline, not of the level).
 
 from __future__ import annotations
 
-import json
 import pathlib
 import sys
 import time
 
-import numpy as np
-
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import escape_advise_check as chk  # noqa: E402
+import escape_advise_sweep as eas  # noqa: E402
 import network_stability_atlas as atlas  # noqa: E402
 import transformer_atlas as ta  # noqa: E402
 
-from grpojax._experiment import (Claim, committed_predictions, experiment_parser, load_average, parse_args,  # noqa: E402
+from grpojax._experiment import (Claim, experiment_parser, load_average, parse_args,  # noqa: E402
                                  print_claims, write_summary)
 from grpojax._io import write_json  # noqa: E402
 from grpojax.monitor import escape_sweep_bound  # noqa: E402
@@ -192,27 +190,10 @@ def main(argv=None):
     ap = experiment_parser(NAME, __doc__, quick_help="one cell, few rates and seeds, 40 steps")
     ap.add_argument("--stage", choices=("all", "probe", "predict", "run"), default="all",
                     help="probe: the sweep; predict: the advice from the committed sweep; run: the check")
-    args = parse_args(ap, argv)
-    out, t0 = args.out, time.perf_counter()
-    if args.stage in ("all", "probe"):
-        probe(out, args.quick)
-        print(f"wrote {out / 'probe.json'}")
-        if args.stage == "probe":
-            return 0
-    sweep = json.loads((out / "probe.json").read_text())
-    if sweep["quick"] != args.quick:
-        raise SystemExit(f"{out / 'probe.json'} was written with quick={sweep['quick']}; pass the same --quick")
-    if args.stage in ("all", "predict"):
-        predict(out, args.quick, sweep)
-        print(f"wrote {out / 'predictions.json'}")
-        if args.stage == "predict":
-            return 0
-    pred = committed_predictions(out, args.quick)
-    t1 = time.perf_counter()
-    sc, wall = run(pred)
-    total_s = time.perf_counter() - (t1 if args.stage == "run" else t0)
-    cmd = f"python experiments/{NAME}.py" + (" --quick" if args.quick else "") + \
-        (f" --stage {args.stage}" if args.stage != "all" else "")
+    done = eas.stages(parse_args(ap, argv), NAME, probe, predict, run)
+    if done is None:
+        return 0
+    args, out, sweep, pred, (sc, wall), total_s, cmd = done
     m, a = sc["model"], sc["advised"]
     claims = [Claim(
         f"on the transformer LM, advise with a measured sweep keeps its escape level ({LEVEL:g})",
